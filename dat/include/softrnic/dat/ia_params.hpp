@@ -1,0 +1,25 @@
+// The IA's configuration: the `ia_params` string of its dat.conf line.
+//
+// Grammar: whitespace- or comma-separated `key=value` items.
+//   netdev=udp|loopback   the datagram backend (default udp)
+//   ip=A.B.C.D            address to bind (default 127.0.0.1)
+//   port=N                first UDP port to try (default 5041; the next free one is taken)
+//   port_fixed=0|1        fail instead of taking the next free port (default 0)
+//   max_datagram=N        largest datagram (default: 65000 on 127/8, 1472 elsewhere)
+//   busy_poll=0|1         progress thread spins instead of sleeping (default 0)
+//   min_rto_us=N          retransmission timeout floor in microseconds (default 2000)
+//   retry_limit=N         retransmissions before the connection breaks (default 12)
+//   connect_timeout_ms=N  used when dat_ep_connect gives DAT_TIMEOUT_INFINITE (default 20000)
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "softrnic/rnic.hpp"
+
+namespace softrnic::dat {
+
+// Parses `params` over the defaults in `cfg`. False with `error` naming the bad item.
+bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& error);
+
+}  // namespace softrnic::dat

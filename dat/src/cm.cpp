@@ -1,0 +1,136 @@
+// Public service points and connection requests.
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "api.hpp"
+
+namespace softrnic::dat {
+
+DAT_RETURN psp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd_h, DAT_PSP_FLAGS flags,
+                      DAT_PSP_HANDLE* out) {
+  std::lock_guard lk(api_mutex());
+  Ia* ia = get<Ia>(h, Kind::ia);
+  if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+  Evd* evd = get<Evd>(evd_h, Kind::evd);
+  if (!evd || evd->ia != ia || !(evd->flags & DAT_EVD_CR_FLAG)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
+  if (flags != DAT_PSP_CONSUMER_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);  // ep_creator is NEVER
+  if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+  Psp* psp = make<Psp>(ia, ia->provider);
+  psp->qual = qual;
+  psp->evd = evd;
+  psp->flags = flags;
+  const Status s = ia->dev->listen(qual, [psp](ConnRequest* req, const ConnRequestInfo& info) {
+    // Progress thread, device lock held.
+    Ia* owner = psp->ia;
+    Cr* cr = make<Cr>(owner, owner->provider);
+    cr->req = req;
+    cr->psp = psp;
+    cr->qual = info.conn_qual;
+    cr->remote.sin_family = AF_INET;
+    cr->remote.sin_addr.s_addr = htonl(info.remote.ip);
+    cr->remote.sin_port = htons(info.remote.port);
+    cr->private_data = info.private_data;
+    DAT_EVENT e;
+    std::memset(&e, 0, sizeof e);
+    e.event_number = DAT_CONNECTION_REQUEST_EVENT;
+    e.evd_handle = psp->evd;
+    auto& d = e.event_data.cr_arrival_event_data;
+    d.sp_handle.psp_handle = psp;
+    d.local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&owner->addr);
+    d.conn_qual = info.conn_qual;
+    d.cr_handle = cr;
+    d.truncate_flag = DAT_FALSE;
+    psp->evd->post(e);
+  });
+  if (s != Status::ok) {
+    destroy(psp);
+    return err(DAT_CONN_QUAL_IN_USE);
+  }
+  *out = psp;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN psp_query(DAT_PSP_HANDLE h, DAT_PSP_PARAM_MASK, DAT_PSP_PARAM* p) {
+  std::lock_guard lk(api_mutex());
+  Psp* psp = get<Psp>(h, Kind::psp);
+  if (!psp) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PSP);
+  if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  p->ia_handle = consumer_ia_handle(psp->ia);
+  p->conn_qual = psp->qual;
+  p->evd_handle = psp->evd;
+  p->psp_flags = psp->flags;
+  return DAT_SUCCESS;
+}
+
+void free_psp(Psp* psp) {
+  psp->ia->dev->stop_listen(psp->qual);
+  destroy(psp);
+}
+
+DAT_RETURN psp_free(DAT_PSP_HANDLE h) {
+  std::lock_guard lk(api_mutex());
+  Psp* psp = get<Psp>(h, Kind::psp);
+  if (!psp) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PSP);
+  free_psp(psp);
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN cr_query(DAT_CR_HANDLE h, DAT_CR_PARAM_MASK, DAT_CR_PARAM* p) {
+  std::lock_guard lk(api_mutex());
+  Cr* cr = get<Cr>(h, Kind::cr);
+  if (!cr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+  if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  p->remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&cr->remote);
+  p->remote_port_qual = cr->qual;
+  p->private_data_size = static_cast<DAT_COUNT>(cr->private_data.size());
+  p->private_data = cr->private_data.empty() ? nullptr : cr->private_data.data();
+  p->local_ep_handle = DAT_HANDLE_NULL;
+  return DAT_SUCCESS;
+}
+
+void free_cr(Cr* cr) {
+  cr->ia->dev->reject(cr->req, {});
+  destroy(cr);
+}
+
+DAT_RETURN cr_accept(DAT_CR_HANDLE h, DAT_EP_HANDLE ep_h, DAT_COUNT pd_size, const DAT_PVOID pd) {
+  std::lock_guard lk(api_mutex());
+  Cr* cr = get<Cr>(h, Kind::cr);
+  if (!cr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+  Ep* ep = get<Ep>(ep_h, Kind::ep);
+  if (!ep || ep->ia != cr->ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (pd_size < 0 || pd_size > static_cast<DAT_COUNT>(cr->ia->dev->limits().max_private_data))
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  if (pd_size > 0 && !pd) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+  if (ep->state != DAT_EP_STATE_UNCONNECTED) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+  // Copy first: consumers may pass the CR's own private data buffer.
+  const auto* b = static_cast<const std::uint8_t*>(pd);
+  const std::vector<std::uint8_t> reply(b, b + pd_size);
+  ep->state = DAT_EP_STATE_COMPLETION_PENDING;
+  ep->remote = cr->remote;
+  ep->remote_qual = cr->qual;
+  const Status s = cr->ia->dev->accept(cr->req, ep->qp, reply);
+  if (s != Status::ok) {
+    ep->state = DAT_EP_STATE_UNCONNECTED;
+    return s == Status::length_error ? err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3) : err(DAT_INVALID_STATE);
+  }
+  destroy(cr);
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN cr_reject(DAT_CR_HANDLE h, DAT_COUNT pd_size, const DAT_PVOID pd) {
+  std::lock_guard lk(api_mutex());
+  Cr* cr = get<Cr>(h, Kind::cr);
+  if (!cr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+  if (pd_size < 0 || pd_size > static_cast<DAT_COUNT>(cr->ia->dev->limits().max_private_data))
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  if (pd_size > 0 && !pd) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  const auto* b = static_cast<const std::uint8_t*>(pd);
+  const std::vector<std::uint8_t> reply(b, b + pd_size);
+  cr->ia->dev->reject(cr->req, reply);
+  destroy(cr);
+  return DAT_SUCCESS;
+}
+
+}  // namespace softrnic::dat

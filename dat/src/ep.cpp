@@ -1,0 +1,276 @@
+// Endpoints: creation, connection, data transfer operations.
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "api.hpp"
+
+namespace softrnic::dat {
+namespace {
+
+constexpr DAT_COUNT kDefaultDtos = 256;
+constexpr DAT_COUNT kDefaultIov = 4;
+
+DAT_RETURN map(Status s) {
+  switch (s) {
+    case Status::ok: return DAT_SUCCESS;
+    case Status::invalid_param: return err(DAT_INVALID_PARAMETER);
+    case Status::invalid_state: return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+    case Status::insufficient_resources: return err(DAT_INSUFFICIENT_RESOURCES);
+    case Status::protection_violation: return err(DAT_PROTECTION_VIOLATION);
+    case Status::length_error: return err(DAT_LENGTH_ERROR);
+    case Status::not_found: return err(DAT_INVALID_PARAMETER);
+    case Status::in_use: return err(DAT_INVALID_STATE);
+  }
+  return err(DAT_INTERNAL_ERROR);
+}
+
+DAT_RETURN to_sgl(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_COUNT max, std::vector<Sge>& out) {
+  if (n < 0 || n > max) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  if (n > 0 && !iov) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  (void)ep;
+  out.clear();
+  for (DAT_COUNT i = 0; i < n; ++i) out.push_back(Sge{iov[i].lmr_context, iov[i].virtual_address, iov[i].segment_length});
+  return DAT_SUCCESS;
+}
+
+Ep* live_ep(DAT_EP_HANDLE h) { return get<Ep>(h, Kind::ep); }
+
+}  // namespace
+
+void on_cm_event(Ep* ep, const CmEvent& ev) {
+  DAT_EVENT e;
+  std::memset(&e, 0, sizeof e);
+  e.evd_handle = ep->conn_evd;
+  switch (ev.type) {
+    case CmEventType::established:
+      e.event_number = DAT_CONNECTION_EVENT_ESTABLISHED;
+      ep->conn_private = ev.private_data;
+      ep->state = DAT_EP_STATE_CONNECTED;
+      break;
+    case CmEventType::rejected: e.event_number = DAT_CONNECTION_EVENT_PEER_REJECTED; break;
+    case CmEventType::no_listener: e.event_number = DAT_CONNECTION_EVENT_NON_PEER_REJECTED; break;
+    case CmEventType::unreachable: e.event_number = DAT_CONNECTION_EVENT_TIMED_OUT; break;
+    case CmEventType::disconnected: e.event_number = DAT_CONNECTION_EVENT_DISCONNECTED; break;
+    case CmEventType::broken: e.event_number = DAT_CONNECTION_EVENT_BROKEN; break;
+  }
+  if (ev.type != CmEventType::established) {
+    ep->state = DAT_EP_STATE_DISCONNECTED;
+    ep->conn_private = ev.private_data;
+  }
+  auto& d = e.event_data.connect_event_data;
+  d.ep_handle = ep;
+  d.private_data_size = static_cast<DAT_COUNT>(ep->conn_private.size());
+  d.private_data = ep->conn_private.empty() ? nullptr : ep->conn_private.data();
+  if (ep->conn_evd) ep->conn_evd->post(e);
+}
+
+DAT_RETURN ep_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h, DAT_EVD_HANDLE req_h,
+                     DAT_EVD_HANDLE conn_h, const DAT_EP_ATTR* attr, DAT_EP_HANDLE* out) {
+  std::lock_guard lk(api_mutex());
+  Ia* ia = get<Ia>(h, Kind::ia);
+  if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+  Pz* pz = get<Pz>(pz_h, Kind::pz);
+  if (!pz || pz->ia != ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+  Evd* recv = get<Evd>(recv_h, Kind::evd);
+  if (!recv || recv->ia != ia || !(recv->flags & DAT_EVD_DTO_FLAG)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_RECV);
+  Evd* req = get<Evd>(req_h, Kind::evd);
+  if (!req || req->ia != ia || !(req->flags & DAT_EVD_DTO_FLAG)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+  Evd* conn = nullptr;
+  if (conn_h != DAT_HANDLE_NULL) {
+    conn = get<Evd>(conn_h, Kind::evd);
+    if (!conn || conn->ia != ia || !(conn->flags & DAT_EVD_CONNECTION_FLAG))
+      return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
+  }
+  if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+  const Limits& l = ia->dev->limits();
+  DAT_EP_ATTR a{};
+  if (attr) {
+    a = *attr;
+  } else {
+    a.service_type = DAT_SERVICE_TYPE_RC;
+    a.max_recv_dtos = a.max_request_dtos = kDefaultDtos;
+    a.max_recv_iov = a.max_request_iov = kDefaultIov;
+  }
+  if (a.service_type != DAT_SERVICE_TYPE_RC) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+  if (a.max_message_size == 0) a.max_message_size = l.max_msg_size;
+  if (a.max_rdma_size == 0) a.max_rdma_size = l.max_msg_size;
+  if (a.max_recv_dtos == 0) a.max_recv_dtos = kDefaultDtos;
+  if (a.max_request_dtos == 0) a.max_request_dtos = kDefaultDtos;
+  if (a.max_recv_iov == 0) a.max_recv_iov = kDefaultIov;
+  if (a.max_request_iov == 0) a.max_request_iov = kDefaultIov;
+  if (a.max_recv_dtos < 0 || a.max_request_dtos < 0 || a.max_recv_dtos > static_cast<DAT_COUNT>(l.max_qp_wr) ||
+      a.max_request_dtos > static_cast<DAT_COUNT>(l.max_qp_wr) || a.max_recv_iov < 0 || a.max_request_iov < 0 ||
+      a.max_recv_iov > static_cast<DAT_COUNT>(l.max_sge) || a.max_request_iov > static_cast<DAT_COUNT>(l.max_sge) ||
+      a.max_message_size > l.max_msg_size)
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+  Ep* ep = make<Ep>(ia, ia->provider);
+  ep->pz = pz;
+  ep->recv_evd = recv;
+  ep->req_evd = req;
+  ep->conn_evd = conn;
+  ep->attr = a;
+  QpInit init;
+  init.pd = pz->pd;
+  init.send_cq = req->cq;
+  init.recv_cq = recv->cq;
+  init.max_send_wr = static_cast<std::uint32_t>(a.max_request_dtos);
+  init.max_recv_wr = static_cast<std::uint32_t>(a.max_recv_dtos);
+  init.max_sge = static_cast<std::uint32_t>(std::max(a.max_recv_iov, a.max_request_iov));
+  init.context = ep;
+  init.on_event = [ep](Qp*, const CmEvent& ev) { on_cm_event(ep, ev); };
+  const Status s = ia->dev->create_qp(init, ep->qp);
+  if (s != Status::ok) {
+    destroy(ep);
+    return s == Status::insufficient_resources ? err(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP) : map(s);
+  }
+  pz->users++;
+  recv->ep_refs++;
+  req->ep_refs++;
+  if (conn) conn->ep_refs++;
+  *out = ep;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_query(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK, DAT_EP_PARAM* p) {
+  std::lock_guard lk(api_mutex());
+  Ep* ep = live_ep(h);
+  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  std::memset(p, 0, sizeof *p);
+  p->ia_handle = consumer_ia_handle(ep->ia);
+  p->ep_state = ep->state;
+  p->local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ep->ia->addr);
+  p->local_port_qual = 0;
+  p->remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ep->remote);
+  p->remote_port_qual = ep->remote_qual;
+  p->pz_handle = ep->pz;
+  p->recv_evd_handle = ep->recv_evd;
+  p->request_evd_handle = ep->req_evd;
+  p->connect_evd_handle = ep->conn_evd;
+  p->srq_handle = DAT_HANDLE_NULL;
+  p->ep_attr = ep->attr;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_connect(DAT_EP_HANDLE h, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout,
+                      DAT_COUNT pd_size, const DAT_PVOID pd, DAT_QOS qos, DAT_CONNECT_FLAGS flags) {
+  std::lock_guard lk(api_mutex());
+  Ep* ep = live_ep(h);
+  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (!addr || addr->sa_family != AF_INET) return err(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
+  if (pd_size < 0 || pd_size > static_cast<DAT_COUNT>(ep->ia->dev->limits().max_private_data))
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+  if (pd_size > 0 && !pd) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+  if (qos != DAT_QOS_BEST_EFFORT) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+  if (flags != DAT_CONNECT_DEFAULT_FLAG && flags != DAT_CONNECT_MULTIPATH_FLAG)
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
+  if (ep->state != DAT_EP_STATE_UNCONNECTED) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+  std::memcpy(&ep->remote, addr, sizeof ep->remote);
+  ep->remote_qual = qual;
+  NetAddr remote{ntohl(ep->remote.sin_addr.s_addr), ntohs(ep->remote.sin_port)};
+  if (remote.port == 0) remote.port = ep->ia->base_port;
+  const auto ms = timeout == DAT_TIMEOUT_INFINITE ? std::chrono::milliseconds(0)
+                                                  : std::chrono::milliseconds(std::max<DAT_TIMEOUT>(1, timeout / 1000));
+  ep->state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
+  const auto* bytes = static_cast<const std::uint8_t*>(pd);
+  const Status s = ep->ia->dev->connect(ep->qp, remote, qual, {bytes, static_cast<std::size_t>(pd_size)}, ms);
+  if (s != Status::ok) {
+    ep->state = DAT_EP_STATE_UNCONNECTED;
+    return map(s);
+  }
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_disconnect(DAT_EP_HANDLE h, DAT_CLOSE_FLAGS flags) {
+  std::lock_guard lk(api_mutex());
+  Ep* ep = live_ep(h);
+  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  const DAT_EP_STATE st = ep->state;
+  if (st == DAT_EP_STATE_DISCONNECTED) return DAT_SUCCESS;
+  if (st == DAT_EP_STATE_UNCONNECTED) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);
+  ep->state = DAT_EP_STATE_DISCONNECT_PENDING;
+  const Status s = ep->ia->dev->disconnect(ep->qp, flags == DAT_CLOSE_GRACEFUL_FLAG);
+  if (s != Status::ok) {
+    ep->state = st;
+    return map(s);
+  }
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                        DAT_COMPLETION_FLAGS flags) {
+  std::lock_guard lk(api_mutex());
+  Ep* ep = live_ep(h);
+  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (flags & ~(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
+                DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG))
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+  thread_local std::vector<Sge> sgl;
+  if (DAT_RETURN r = to_sgl(ep, n, iov, ep->attr.max_recv_iov, sgl); r != DAT_SUCCESS) return r;
+  if (ep->state == DAT_EP_STATE_DISCONNECTED || ep->state == DAT_EP_STATE_DISCONNECT_PENDING)
+    return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED);
+  return map(ep->ia->dev->post_recv(ep->qp, RecvWr{cookie.as_64, sgl}));
+}
+
+namespace {
+
+DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                        const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags, SendOpcode op) {
+  std::lock_guard lk(api_mutex());
+  Ep* ep = live_ep(h);
+  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (flags & ~(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
+                DAT_COMPLETION_BARRIER_FENCE_FLAG))
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+  thread_local std::vector<Sge> sgl;
+  if (DAT_RETURN r = to_sgl(ep, n, iov, ep->attr.max_request_iov, sgl); r != DAT_SUCCESS) return r;
+  if (ep->state != DAT_EP_STATE_CONNECTED) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+  SendWr wr;
+  wr.wr_id = cookie.as_64;
+  wr.opcode = op;
+  wr.sgl = sgl;
+  wr.signaled = !(flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG));
+  if (op == SendOpcode::send && (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)) wr.opcode = SendOpcode::send_solicited;
+  if (op == SendOpcode::rdma_write) {
+    if (!remote) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    std::uint64_t total = 0;
+    for (const Sge& s : sgl) total += s.length;
+    if (total > remote->segment_length) return err(DAT_LENGTH_ERROR);
+    wr.rkey = remote->rmr_context;
+    wr.remote_addr = remote->virtual_address;
+  }
+  return map(ep->ia->dev->post_send(ep->qp, wr));
+}
+
+}  // namespace
+
+DAT_RETURN ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                        DAT_COMPLETION_FLAGS flags) {
+  return post_request(h, n, iov, cookie, nullptr, flags, SendOpcode::send);
+}
+
+DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                              const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags) {
+  return post_request(h, n, iov, cookie, remote, flags, SendOpcode::rdma_write);
+}
+
+void free_ep(Ep* ep) {
+  ep->ia->dev->destroy_qp(ep->qp);
+  ep->pz->users--;
+  ep->recv_evd->ep_refs--;
+  ep->req_evd->ep_refs--;
+  if (ep->conn_evd) ep->conn_evd->ep_refs--;
+  destroy(ep);
+}
+
+DAT_RETURN ep_free(DAT_EP_HANDLE h) {
+  std::lock_guard lk(api_mutex());
+  Ep* ep = live_ep(h);
+  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  free_ep(ep);
+  return DAT_SUCCESS;
+}
+
+}  // namespace softrnic::dat

@@ -1,0 +1,87 @@
+#include <deque>
+#include <unordered_map>
+
+#include "objects.hpp"
+
+extern "C" DAT_RETURN dats_get_ia_handle(DAT_IA_HANDLE handle, DAT_IA_HANDLE* ia_handle_p);
+
+namespace softrnic::dat {
+namespace {
+
+constexpr std::size_t kQuarantine = 4096;
+
+struct Registry {
+  std::mutex mu;
+  std::unordered_map<const void*, Obj*> live;
+  std::deque<void*> quarantine;
+};
+
+Registry& reg() {
+  static Registry* r = new Registry;  // never destroyed: callbacks may run during exit
+  return *r;
+}
+
+}  // namespace
+
+DAT_RETURN not_implemented() { return err(DAT_NOT_IMPLEMENTED); }
+
+std::mutex& api_mutex() {
+  static std::mutex* m = new std::mutex;
+  return *m;
+}
+
+void register_obj(Obj* o) {
+  std::lock_guard lk(reg().mu);
+  reg().live[o] = o;
+}
+
+Obj* find_live(const void* h) {
+  if (!h) return nullptr;
+  std::lock_guard lk(reg().mu);
+  auto it = reg().live.find(h);
+  return it == reg().live.end() ? nullptr : it->second;
+}
+
+bool is_live(const void* h, Kind k) {
+  if (!h) return false;
+  std::lock_guard lk(reg().mu);
+  auto it = reg().live.find(h);
+  return it != reg().live.end() && it->second->kind == k;
+}
+
+std::vector<Obj*> children_of(const Ia* ia) {
+  std::lock_guard lk(reg().mu);
+  std::vector<Obj*> out;
+  for (auto& [h, o] : reg().live)
+    if (o->ia == ia && o != ia) out.push_back(o);
+  return out;
+}
+
+void retire(Obj* o, void (*destroy_fn)(Obj*)) {
+  DAT_PROVIDER* prov = o->provider;
+  {
+    std::lock_guard lk(reg().mu);
+    reg().live.erase(o);
+  }
+  destroy_fn(o);
+  // Keep the memory with the provider pointer in its first word for a while.
+  *reinterpret_cast<DAT_PROVIDER**>(o) = prov;
+  void* old = nullptr;
+  {
+    std::lock_guard lk(reg().mu);
+    reg().quarantine.push_back(o);
+    if (reg().quarantine.size() > kQuarantine) {
+      old = reg().quarantine.front();
+      reg().quarantine.pop_front();
+    }
+  }
+  ::operator delete(old);
+}
+
+DAT_IA_HANDLE consumer_ia_handle(Ia* ia) {
+  DAT_IA_HANDLE h = nullptr;
+  if (dats_get_ia_handle(ia, &h) != DAT_SUCCESS) return ia;
+  return h;
+}
+
+}  // namespace softrnic::dat

@@ -1,0 +1,220 @@
+// IA open/query/close and the calls that take any handle.
+#include <arpa/inet.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "api.hpp"
+#include "softrnic/dat/ia_params.hpp"
+
+namespace softrnic::dat {
+namespace {
+
+constexpr DAT_COUNT kMaxEvds = 4096;
+constexpr DAT_COUNT kMaxEvdQlen = 65536;
+
+const DAT_NAMED_ATTR kProviderAttrs[] = {
+    {"DAT_IB_TRANSPORT_MTU", "4096"},
+    {"SOFTRNIC_TRANSPORT", "iwarp-udp"},
+};
+
+void copy_name(char* dst, const std::string& s) {
+  std::snprintf(dst, DAT_NAME_MAX_LENGTH, "%s", s.c_str());
+}
+
+}  // namespace
+
+DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE* async_evd, DAT_IA_HANDLE* ia_out) {
+  if (!name || !ia_out || !async_evd) return err(DAT_INVALID_PARAMETER);
+  std::string params;
+  DAT_PROVIDER* prov = provider_for(name, &params);
+  if (!prov) return err(DAT_PROVIDER_NOT_FOUND);
+  DeviceConfig cfg;
+  std::string error;
+  if (!parse_ia_params(params, cfg, error)) {
+    std::fprintf(stderr, "softrnic: dat_ia_open(%s): %s\n", name, error.c_str());
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+  }
+  std::lock_guard lk(api_mutex());
+  if (*async_evd != DAT_HANDLE_NULL && !is_live(*async_evd, Kind::evd)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC);
+  auto dev = Device::open(cfg, error);
+  if (!dev) {
+    std::fprintf(stderr, "softrnic: dat_ia_open(%s): %s\n", name, error.c_str());
+    return err(DAT_INSUFFICIENT_RESOURCES);
+  }
+  Ia* ia = make<Ia>(nullptr, prov);
+  ia->ia = ia;
+  ia->name = name;
+  const NetAddr a = dev->address();
+  ia->addr.sin_family = AF_INET;
+  ia->addr.sin_addr.s_addr = htonl(a.ip);
+  ia->addr.sin_port = htons(a.port);
+  ia->base_port = cfg.netdev.port;
+  ia->dev = std::move(dev);
+  if (*async_evd == DAT_HANDLE_NULL) {
+    ia->async_evd = new_evd(ia, async_qlen > 0 ? async_qlen : 8, nullptr, static_cast<DAT_EVD_FLAGS>(DAT_EVD_ASYNC_FLAG));
+    ia->own_async_evd = true;
+    *async_evd = ia->async_evd;
+  } else {
+    ia->async_evd = static_cast<Evd*>(*async_evd);
+  }
+  *ia_out = ia;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK, DAT_IA_ATTR* a,
+                    DAT_PROVIDER_ATTR_MASK, DAT_PROVIDER_ATTR* p) {
+  std::lock_guard lk(api_mutex());
+  Ia* ia = get<Ia>(h, Kind::ia);
+  if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+  if (async_evd) *async_evd = ia->async_evd;
+  const Limits& l = ia->dev->limits();
+  if (a) {
+    std::memset(a, 0, sizeof *a);
+    copy_name(a->adapter_name, "softrnic " + std::string(to_string(ia->dev->address())));
+    copy_name(a->vendor_name, "softrnic");
+    a->hardware_version_major = 0;
+    a->hardware_version_minor = 1;
+    a->firmware_version_major = 0;
+    a->firmware_version_minor = 1;
+    a->ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ia->addr);
+    a->max_eps = static_cast<DAT_COUNT>(l.max_qp);
+    a->max_dto_per_ep = static_cast<DAT_COUNT>(l.max_qp_wr);
+    a->max_rdma_read_per_ep_in = 0;
+    a->max_rdma_read_per_ep_out = 0;
+    a->max_evds = kMaxEvds;
+    a->max_evd_qlen = kMaxEvdQlen;
+    a->max_iov_segments_per_dto = static_cast<DAT_COUNT>(l.max_sge);
+    a->max_lmrs = static_cast<DAT_COUNT>(l.max_mr);
+    a->max_lmr_block_size = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(l.max_mr_size, 0xFFFFFFFFu));
+    a->max_lmr_virtual_address = ~DAT_VADDR{0};
+    a->max_pzs = static_cast<DAT_COUNT>(l.max_pd);
+    a->max_message_size = l.max_msg_size;
+    a->max_rdma_size = l.max_msg_size;
+    a->max_rmrs = 0;
+    a->max_rmr_target_address = ~DAT_VADDR{0};
+    a->max_srqs = 0;
+    a->max_ep_per_srq = 0;
+    a->max_recv_per_srq = 0;
+    a->max_iov_segments_per_rdma_read = 0;
+    a->max_iov_segments_per_rdma_write = static_cast<DAT_COUNT>(l.max_sge);
+    a->max_rdma_read_in = 0;
+    a->max_rdma_read_out = 0;
+    a->max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
+    a->max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
+    a->zb_supported = DAT_FALSE;
+    a->extension_supported = DAT_EXTENSION_NONE;
+    a->extension_version = 0;
+    a->num_transport_attr = 0;
+    a->transport_attr = nullptr;
+    a->num_vendor_attr = 0;
+    a->vendor_attr = nullptr;
+  }
+  if (p) {
+    std::memset(static_cast<void*>(p), 0, sizeof *p);
+    copy_name(p->provider_name, ia->name);
+    p->provider_version_major = 0;
+    p->provider_version_minor = 1;
+    p->dapl_version_major = 2;
+    p->dapl_version_minor = 0;
+    p->lmr_mem_types_supported = DAT_MEM_TYPE_VIRTUAL;
+    p->iov_ownership_on_return = DAT_IOV_CONSUMER;
+    p->dat_qos_supported = DAT_QOS_BEST_EFFORT;
+    p->completion_flags_supported = DAT_COMPLETION_SUPPRESS_FLAG;
+    p->is_thread_safe = DAT_FALSE;
+    p->max_private_data_size = static_cast<DAT_COUNT>(l.max_private_data);
+    p->supports_multipath = DAT_FALSE;
+    p->ep_creator = DAT_PSP_CREATES_EP_NEVER;
+    p->pz_support = DAT_PZ_UNIQUE;
+    p->optimal_buffer_alignment = 64;
+    // Every event stream can share one EVD with every other.
+    auto* merge = const_cast<DAT_BOOLEAN(*)[6]>(p->evd_stream_merging_supported);
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 6; ++j) merge[i][j] = DAT_TRUE;
+    p->srq_supported = DAT_FALSE;
+    p->srq_watermarks_supported = 0;
+    p->srq_ep_pz_difference_supported = DAT_FALSE;
+    p->srq_info_supported = 0;
+    p->ep_recv_info_supported = 0;
+    p->lmr_sync_req = DAT_FALSE;
+    p->dto_async_return_guaranteed = DAT_FALSE;
+    p->rdma_write_for_rdma_read_req = DAT_FALSE;
+    p->rdma_read_lmr_rmr_context_exposure = DAT_FALSE;
+    p->rmr_scope_supported = DAT_RMR_SCOPE_EP;
+    p->is_signal_safe = DAT_FALSE;
+    p->ha_supported = DAT_FALSE;
+    p->ha_loadbalancing = DAT_HA_LB_NONE;
+    p->num_provider_specific_attr = static_cast<DAT_COUNT>(std::size(kProviderAttrs));
+    p->provider_specific_attr = const_cast<DAT_NAMED_ATTR*>(kProviderAttrs);
+  }
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
+  std::lock_guard lk(api_mutex());
+  Ia* ia = get<Ia>(h, Kind::ia);
+  if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+  if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  auto children = children_of(ia);
+  if (flags == DAT_CLOSE_GRACEFUL_FLAG) {
+    for (Obj* o : children)
+      if (!(ia->own_async_evd && o == ia->async_evd)) return err(DAT_INVALID_STATE);
+  }
+  // Abrupt: free everything the IA holds, users before what they use.
+  // Service points first, so no new connection request arrives meanwhile.
+  for (Kind k : {Kind::psp, Kind::ep, Kind::cr, Kind::lmr, Kind::evd, Kind::cno, Kind::pz}) {
+    for (Obj* o : children_of(ia)) {
+      if (o->kind != k) continue;
+      switch (k) {
+        case Kind::ep: free_ep(static_cast<Ep*>(o)); break;
+        case Kind::cr: free_cr(static_cast<Cr*>(o)); break;
+        case Kind::psp: free_psp(static_cast<Psp*>(o)); break;
+        case Kind::lmr: free_lmr(static_cast<Lmr*>(o)); break;
+        case Kind::evd: free_evd(static_cast<Evd*>(o)); break;
+        case Kind::cno: free_cno(static_cast<Cno*>(o)); break;
+        case Kind::pz: free_pz(static_cast<Pz*>(o)); break;
+        case Kind::ia: break;
+      }
+    }
+  }
+  ia->dev.reset();  // stops the progress thread
+  destroy(ia);
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN set_consumer_context(DAT_HANDLE h, DAT_CONTEXT c) {
+  std::lock_guard lk(api_mutex());
+  Obj* o = find_live(h);
+  if (!o) return err(DAT_INVALID_HANDLE);
+  o->context = c;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN get_consumer_context(DAT_HANDLE h, DAT_CONTEXT* c) {
+  std::lock_guard lk(api_mutex());
+  Obj* o = find_live(h);
+  if (!o) return err(DAT_INVALID_HANDLE);
+  if (!c) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  *c = o->context;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN get_handle_type(DAT_HANDLE h, DAT_HANDLE_TYPE* t) {
+  std::lock_guard lk(api_mutex());
+  Obj* o = find_live(h);
+  if (!o) return err(DAT_INVALID_HANDLE);
+  if (!t) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  switch (o->kind) {
+    case Kind::ia: *t = DAT_HANDLE_TYPE_IA; break;
+    case Kind::pz: *t = DAT_HANDLE_TYPE_PZ; break;
+    case Kind::lmr: *t = DAT_HANDLE_TYPE_LMR; break;
+    case Kind::evd: *t = DAT_HANDLE_TYPE_EVD; break;
+    case Kind::cno: *t = DAT_HANDLE_TYPE_CNO; break;
+    case Kind::ep: *t = DAT_HANDLE_TYPE_EP; break;
+    case Kind::psp: *t = DAT_HANDLE_TYPE_PSP; break;
+    case Kind::cr: *t = DAT_HANDLE_TYPE_CR; break;
+  }
+  return DAT_SUCCESS;
+}
+
+}  // namespace softrnic::dat

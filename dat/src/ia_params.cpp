@@ -1,0 +1,79 @@
+#include "softrnic/dat/ia_params.hpp"
+
+#include <charconv>
+#include <cstdint>
+
+namespace softrnic::dat {
+namespace {
+
+template <typename T>
+bool parse_uint(std::string_view v, T lo, T hi, T& out) {
+  std::uint64_t x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size() || x < static_cast<std::uint64_t>(lo) || x > static_cast<std::uint64_t>(hi)) return false;
+  out = static_cast<T>(x);
+  return true;
+}
+
+bool parse_bool(std::string_view v, bool& out) {
+  if (v == "1" || v == "true" || v == "yes") return out = true, true;
+  if (v == "0" || v == "false" || v == "no") return out = false, true;
+  return false;
+}
+
+}  // namespace
+
+bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& error) {
+  std::size_t i = 0;
+  while (i < params.size()) {
+    while (i < params.size() && (params[i] == ' ' || params[i] == '\t' || params[i] == ',')) ++i;
+    if (i >= params.size()) break;
+    std::size_t j = i;
+    while (j < params.size() && params[j] != ' ' && params[j] != '\t' && params[j] != ',') ++j;
+    const std::string_view item = params.substr(i, j - i);
+    i = j;
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      error = "ia_params: '" + std::string(item) + "' is not key=value";
+      return false;
+    }
+    const std::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
+    bool ok = true;
+    if (key == "netdev") {
+      ok = val == "udp" || val == "loopback";
+      if (ok) cfg.netdev.kind = std::string(val);
+    } else if (key == "ip") {
+      std::uint32_t ip;
+      ok = netdev::parse_ipv4(std::string(val), ip);
+      if (ok) cfg.netdev.ip = std::string(val);
+    } else if (key == "port") {
+      ok = parse_uint<std::uint16_t>(val, 1, 65535, cfg.netdev.port);
+    } else if (key == "port_fixed") {
+      ok = parse_bool(val, cfg.netdev.port_fixed);
+    } else if (key == "max_datagram") {
+      ok = parse_uint<std::size_t>(val, 256, 65507, cfg.netdev.max_datagram);
+    } else if (key == "busy_poll") {
+      ok = parse_bool(val, cfg.busy_poll);
+    } else if (key == "min_rto_us") {
+      std::uint32_t us;
+      ok = parse_uint<std::uint32_t>(val, 100, 10000000, us);
+      if (ok) cfg.min_rto = std::chrono::microseconds(us);
+    } else if (key == "retry_limit") {
+      ok = parse_uint<int>(val, 1, 1000, cfg.retry_limit);
+    } else if (key == "connect_timeout_ms") {
+      std::uint32_t ms;
+      ok = parse_uint<std::uint32_t>(val, 1, 3600000, ms);
+      if (ok) cfg.connect_timeout = std::chrono::milliseconds(ms);
+    } else {
+      error = "ia_params: unknown key '" + std::string(key) + "'";
+      return false;
+    }
+    if (!ok) {
+      error = "ia_params: bad value '" + std::string(val) + "' for " + std::string(key);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace softrnic::dat

@@ -1,0 +1,112 @@
+// Protection zones and LMRs.
+#include "api.hpp"
+
+namespace softrnic::dat {
+
+DAT_RETURN pz_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE* out) {
+  std::lock_guard lk(api_mutex());
+  Ia* ia = get<Ia>(h, Kind::ia);
+  if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+  if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  Pd* pd = ia->dev->alloc_pd();
+  if (!pd) return err(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+  Pz* pz = make<Pz>(ia, ia->provider);
+  pz->pd = pd;
+  *out = pz;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN pz_query(DAT_PZ_HANDLE h, DAT_PZ_PARAM_MASK, DAT_PZ_PARAM* p) {
+  std::lock_guard lk(api_mutex());
+  Pz* pz = get<Pz>(h, Kind::pz);
+  if (!pz) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+  if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  p->ia_handle = consumer_ia_handle(pz->ia);
+  return DAT_SUCCESS;
+}
+
+void free_pz(Pz* pz) {
+  pz->ia->dev->dealloc_pd(pz->pd);
+  destroy(pz);
+}
+
+DAT_RETURN pz_free(DAT_PZ_HANDLE h) {
+  std::lock_guard lk(api_mutex());
+  Pz* pz = get<Pz>(h, Kind::pz);
+  if (!pz) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+  if (pz->users > 0) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_PZ_IN_USE);
+  free_pz(pz);
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION region, DAT_VLEN length,
+                      DAT_PZ_HANDLE pz_h, DAT_MEM_PRIV_FLAGS priv, DAT_VA_TYPE va_type, DAT_LMR_HANDLE* out,
+                      DAT_LMR_CONTEXT* lmr_context, DAT_RMR_CONTEXT* rmr_context, DAT_VLEN* reg_len,
+                      DAT_VADDR* reg_addr) {
+  std::lock_guard lk(api_mutex());
+  Ia* ia = get<Ia>(h, Kind::ia);
+  if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+  Pz* pz = get<Pz>(pz_h, Kind::pz);
+  if (!pz || pz->ia != ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+  if (type != DAT_MEM_TYPE_VIRTUAL) return err(DAT_NOT_IMPLEMENTED);  // docs/dat-coverage.md
+  if (va_type != DAT_VA_TYPE_VA) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+  if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
+  if (!region.for_va || length == 0) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  if (priv & ~DAT_MEM_PRIV_ALL_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+  Access acc = Access::local_read;
+  if (priv & DAT_MEM_PRIV_LOCAL_WRITE_FLAG) acc = acc | Access::local_write;
+  if (priv & DAT_MEM_PRIV_REMOTE_READ_FLAG) acc = acc | Access::remote_read;
+  if (priv & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) acc = acc | Access::remote_write;
+  Mr* mr = nullptr;
+  const Status s = ia->dev->reg_mr(pz->pd, region.for_va, length, acc, mr);
+  if (s == Status::insufficient_resources) return err(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+  if (s != Status::ok) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+  const MrInfo info = ia->dev->query_mr(mr);
+  Lmr* lmr = make<Lmr>(ia, ia->provider);
+  lmr->pz = pz;
+  lmr->mr = mr;
+  pz->users++;
+  DAT_LMR_PARAM& p = lmr->param;
+  p.ia_handle = consumer_ia_handle(ia);
+  p.mem_type = type;
+  p.region_desc = region;
+  p.length = length;
+  p.pz_handle = pz;
+  p.mem_priv = priv;
+  p.va_type = va_type;
+  p.lmr_context = info.stag;
+  p.rmr_context = info.stag;
+  p.registered_size = info.length;
+  p.registered_address = info.addr;
+  *out = lmr;
+  if (lmr_context) *lmr_context = p.lmr_context;
+  if (rmr_context) *rmr_context = p.rmr_context;
+  if (reg_len) *reg_len = p.registered_size;
+  if (reg_addr) *reg_addr = p.registered_address;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN lmr_query(DAT_LMR_HANDLE h, DAT_LMR_PARAM_MASK, DAT_LMR_PARAM* p) {
+  std::lock_guard lk(api_mutex());
+  Lmr* lmr = get<Lmr>(h, Kind::lmr);
+  if (!lmr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
+  if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  *p = lmr->param;
+  return DAT_SUCCESS;
+}
+
+void free_lmr(Lmr* lmr) {
+  lmr->ia->dev->dereg_mr(lmr->mr);
+  lmr->pz->users--;
+  destroy(lmr);
+}
+
+DAT_RETURN lmr_free(DAT_LMR_HANDLE h) {
+  std::lock_guard lk(api_mutex());
+  Lmr* lmr = get<Lmr>(h, Kind::lmr);
+  if (!lmr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
+  free_lmr(lmr);
+  return DAT_SUCCESS;
+}
+
+}  // namespace softrnic::dat

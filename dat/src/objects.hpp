@@ -1,0 +1,170 @@
+// The DAT provider's objects. Every object starts with the DAT_PROVIDER pointer (libdat2
+// dispatches through it), then its kind; handles are checked against a registry of live objects
+// before use, so NULL, stale, freed and wrong-type handles get an error instead of a crash.
+//
+// Locking: api_mutex() serialises the provider's calls (released while a call blocks). Callbacks
+// from the soft RNIC's progress thread touch only an EVD's or CNO's own mutex and atomics.
+#pragma once
+
+#include <dat2/udat.h>
+// after udat.h: it declares DAT_PROVIDER for user-space providers
+#include <dat2/dat_registry.h>
+#include <netinet/in.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "softrnic/rnic.hpp"
+
+namespace softrnic::dat {
+
+enum class Kind : std::uint8_t { ia, pz, lmr, evd, cno, ep, psp, cr };
+
+struct Ia;
+
+struct Obj {
+  DAT_PROVIDER* provider = nullptr;  // must stay first
+  Kind kind;
+  Ia* ia = nullptr;
+  DAT_CONTEXT context{};
+  explicit Obj(Kind k) : kind(k) {}
+};
+
+constexpr DAT_RETURN err(DAT_RETURN type, DAT_RETURN subtype = 0) { return DAT_CLASS_ERROR | type | subtype; }
+DAT_RETURN not_implemented();
+std::mutex& api_mutex();
+
+// ---- registry ----
+// Registers a new object (its memory from make<T>) as live.
+void register_obj(Obj* o);
+// The live object `h`, of any kind, or nullptr.
+Obj* find_live(const void* h);
+// True when `h` is a live object of kind `k`.
+bool is_live(const void* h, Kind k);
+// Live objects of one IA, for abrupt close.
+std::vector<Obj*> children_of(const Ia* ia);
+
+template <typename T, typename... A>
+T* make(Ia* ia, DAT_PROVIDER* prov, A&&... args) {
+  void* mem = ::operator new(sizeof(T));
+  T* t = new (mem) T(std::forward<A>(args)...);
+  t->provider = prov;
+  t->ia = ia;
+  register_obj(t);
+  return t;
+}
+// Unregisters and destroys `o`; its memory is kept (quarantined) a while with the provider
+// pointer intact, so a stale handle still dispatches to us and is refused.
+void retire(Obj* o, void (*destroy)(Obj*));
+template <typename T>
+void destroy(T* t) {
+  retire(t, [](Obj* o) { static_cast<T*>(o)->~T(); });
+}
+
+template <typename T>
+T* get(const void* h, Kind k) {
+  return is_live(h, k) ? static_cast<T*>(const_cast<Obj*>(static_cast<const Obj*>(h))) : nullptr;
+}
+
+// ---- objects ----
+struct Cno;
+struct Evd;
+
+struct Ia : Obj {
+  Ia() : Obj(Kind::ia) {}
+  std::string name;
+  std::unique_ptr<Device> dev;
+  sockaddr_in addr{};
+  std::uint16_t base_port = 0;  // where a remote address with port 0 is sent
+  Evd* async_evd = nullptr;
+  bool own_async_evd = false;
+};
+
+struct Pz : Obj {
+  Pz() : Obj(Kind::pz) {}
+  Pd* pd = nullptr;
+  std::atomic<int> users{0};  // LMRs and EPs
+};
+
+struct Lmr : Obj {
+  Lmr() : Obj(Kind::lmr) {}
+  Pz* pz = nullptr;
+  Mr* mr = nullptr;
+  DAT_LMR_PARAM param{};
+};
+
+struct Cno : Obj {
+  Cno() : Obj(Kind::cno) {}
+  std::mutex mu;
+  std::condition_variable cv;
+  bool triggered = false;
+  Evd* trigger_evd = nullptr;
+  int waiters = 0;
+  bool dead = false;
+  DAT_OS_WAIT_PROXY_AGENT agent{};
+  std::atomic<int> evd_refs{0};
+  void trigger(Evd* e);
+};
+
+struct Evd : Obj {
+  Evd() : Obj(Kind::evd) {}
+  DAT_EVD_FLAGS flags{};
+  DAT_COUNT qlen = 0;
+  Cq* cq = nullptr;  // DTO EVDs
+  std::atomic<Cno*> cno{nullptr};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<DAT_EVENT> q;  // non-DTO events, and DTO events drained from the CQ
+  bool waiter = false;
+  bool dead = false;
+  bool enabled = true;
+  bool waitable = true;
+  std::atomic<int> ep_refs{0};
+  std::atomic<std::uint64_t> overflows{0};
+
+  // Queues a non-DTO event (any thread) and wakes a waiter or triggers the CNO.
+  void post(const DAT_EVENT& ev);
+  // Wakes a waiter or triggers the CNO (after the CQ gained an entry).
+  void signal();
+};
+
+struct Ep : Obj {
+  Ep() : Obj(Kind::ep) {}
+  Pz* pz = nullptr;
+  Evd* recv_evd = nullptr;
+  Evd* req_evd = nullptr;
+  Evd* conn_evd = nullptr;
+  DAT_EP_ATTR attr{};
+  Qp* qp = nullptr;
+  std::atomic<DAT_EP_STATE> state{DAT_EP_STATE_UNCONNECTED};
+  sockaddr_in remote{};
+  DAT_CONN_QUAL remote_qual = 0;
+  std::vector<std::uint8_t> conn_private;  // private data of the last connection event
+};
+
+struct Psp : Obj {
+  Psp() : Obj(Kind::psp) {}
+  DAT_CONN_QUAL qual = 0;
+  Evd* evd = nullptr;
+  DAT_PSP_FLAGS flags{};
+};
+
+struct Cr : Obj {
+  Cr() : Obj(Kind::cr) {}
+  ConnRequest* req = nullptr;
+  Psp* psp = nullptr;
+  DAT_CONN_QUAL qual = 0;
+  sockaddr_in remote{};
+  std::vector<std::uint8_t> private_data;  // writable: consumers may edit it in place
+};
+
+// The IA handle as the consumer knows it (libdat2's small index).
+DAT_IA_HANDLE consumer_ia_handle(Ia* ia);
+
+}  // namespace softrnic::dat

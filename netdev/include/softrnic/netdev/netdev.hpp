@@ -1,0 +1,81 @@
+// netdev: moves datagrams, nothing else. One small interface with burst send and receive;
+// backends are chosen at run time from a configuration (make_netdev).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace softrnic::netdev {
+
+// An IPv4 address and UDP port, host byte order.
+struct NetAddr {
+  std::uint32_t ip = 0;
+  std::uint16_t port = 0;
+  friend bool operator==(const NetAddr&, const NetAddr&) = default;
+  friend auto operator<=>(const NetAddr&, const NetAddr&) = default;
+};
+std::string to_string(const NetAddr& a);
+// Parses dotted-quad IPv4 ("127.0.0.1"); false on bad syntax.
+bool parse_ipv4(const std::string& s, std::uint32_t& ip);
+
+// One datagram, gathered from up to three pieces (header, payload straight from registered
+// memory, trailer) so the sender need not copy the payload.
+struct TxFrame {
+  NetAddr to;
+  std::span<const std::uint8_t> head;
+  std::span<const std::uint8_t> body;
+  std::span<const std::uint8_t> tail;
+  std::size_t size() const { return head.size() + body.size() + tail.size(); }
+};
+
+struct RxFrame {
+  NetAddr from;
+  std::uint8_t* buf = nullptr;  // caller-provided, `cap` bytes
+  std::size_t cap = 0;
+  std::size_t len = 0;  // filled by rx_burst
+};
+
+struct NetdevStats {
+  std::uint64_t tx_frames = 0, tx_bytes = 0, tx_dropped = 0;
+  std::uint64_t rx_frames = 0, rx_bytes = 0, rx_truncated = 0;
+};
+
+class Netdev {
+ public:
+  virtual ~Netdev() = default;
+  // The address peers reach this netdev at (the real bound port).
+  virtual NetAddr local_addr() const = 0;
+  // Largest datagram payload this netdev carries.
+  virtual std::size_t max_datagram() const = 0;
+  // Sends up to frames.size() datagrams; returns how many were accepted. Never blocks.
+  virtual std::size_t tx_burst(std::span<const TxFrame> frames) = 0;
+  // Receives up to out.size() datagrams into the callers' buffers; returns how many. Never blocks.
+  virtual std::size_t rx_burst(std::span<RxFrame> out) = 0;
+  // Blocks until a datagram may be ready, wake() is called, or the timeout passes.
+  virtual void wait_rx(std::chrono::microseconds timeout) = 0;
+  // Ends a wait_rx in another thread early. Safe from any thread.
+  virtual void wake() = 0;
+  virtual NetdevStats stats() const = 0;
+  // Bytes the receive side can hold before it drops (the kernel socket buffer for udp).
+  virtual std::size_t rx_buffer_bytes() const = 0;
+};
+
+struct NetdevConfig {
+  std::string kind = "udp";  // "udp" or "loopback"
+  std::string ip = "127.0.0.1";
+  std::uint16_t port = 5041;
+  bool port_fixed = false;  // fail rather than take the next free port
+  // Largest datagram; 0 = automatic: 65000 on 127.0.0.0/8 (loopback carries 64 KiB datagrams
+  // without fragmenting), 1472 elsewhere (one Ethernet frame).
+  std::size_t max_datagram = 0;
+  std::size_t socket_buffer = 8 << 20;  // SO_RCVBUF / SO_SNDBUF request (udp; forced when root)
+};
+
+// Makes a netdev from its configuration; nullptr with `error` set on failure.
+std::unique_ptr<Netdev> make_netdev(const NetdevConfig& cfg, std::string& error);
+
+}  // namespace softrnic::netdev

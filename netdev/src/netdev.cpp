@@ -1,0 +1,52 @@
+#include "softrnic/netdev/netdev.hpp"
+
+#include <charconv>
+
+#include "backends.hpp"
+
+namespace softrnic::netdev {
+
+std::string to_string(const NetAddr& a) {
+  return std::to_string(a.ip >> 24) + "." + std::to_string((a.ip >> 16) & 0xFF) + "." +
+         std::to_string((a.ip >> 8) & 0xFF) + "." + std::to_string(a.ip & 0xFF) + ":" +
+         std::to_string(a.port);
+}
+
+bool parse_ipv4(const std::string& s, std::uint32_t& ip) {
+  std::uint32_t v = 0;
+  const char* p = s.data();
+  const char* end = s.data() + s.size();
+  for (int i = 0; i < 4; ++i) {
+    unsigned octet = 0;
+    auto [next, ec] = std::from_chars(p, end, octet);
+    if (ec != std::errc() || next == p || octet > 255 || next - p > 3) return false;
+    v = v << 8 | octet;
+    p = next;
+    if (i < 3) {
+      if (p == end || *p != '.') return false;
+      ++p;
+    }
+  }
+  if (p != end) return false;
+  ip = v;
+  return true;
+}
+
+std::unique_ptr<Netdev> make_netdev(const NetdevConfig& config, std::string& error) {
+  NetdevConfig cfg = config;
+  if (cfg.max_datagram == 0) {
+    std::uint32_t ip = 0;
+    const bool loop = parse_ipv4(cfg.ip, ip) && (ip >> 24) == 127;
+    cfg.max_datagram = loop ? 65000 : 1472;
+  }
+  if (cfg.max_datagram < 256 || cfg.max_datagram > 65507) {
+    error = "netdev: max datagram " + std::to_string(cfg.max_datagram) + " outside 256..65507";
+    return nullptr;
+  }
+  if (cfg.kind == "udp") return make_udp(cfg, error);
+  if (cfg.kind == "loopback") return make_loopback(cfg, error);
+  error = "netdev: unknown kind '" + cfg.kind + "' (known: udp, loopback)";
+  return nullptr;
+}
+
+}  // namespace softrnic::netdev

@@ -1,0 +1,229 @@
+// soft_rnic public API: a software RNIC with protection zones, memory regions, completion
+// queues, RC queue pairs with connection management, Send/Receive and RDMA Write, driven by a
+// progress engine thread over a netdev.
+//
+// Threading: every Device method may be called from any thread (one device lock). Callbacks
+// (Qp events, listener requests, Cq notify) run in the progress thread or inside a Device call,
+// with the device lock held: they must not call back into the Device.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "softrnic/netdev/netdev.hpp"
+
+namespace softrnic {
+
+using netdev::NetAddr;
+
+enum class Status : std::uint8_t {
+  ok,
+  invalid_param,
+  invalid_state,
+  insufficient_resources,
+  protection_violation,
+  length_error,
+  not_found,
+  in_use,
+};
+std::string_view to_string(Status s);
+
+enum class Access : std::uint32_t {
+  none = 0,
+  local_read = 1,
+  local_write = 2,
+  remote_read = 4,
+  remote_write = 8,
+};
+constexpr Access operator|(Access a, Access b) {
+  return static_cast<Access>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
+}
+constexpr bool has(Access set, Access want) {
+  return (static_cast<std::uint32_t>(set) & static_cast<std::uint32_t>(want)) == static_cast<std::uint32_t>(want);
+}
+
+// Limits the RNIC enforces (and the DAT provider reports).
+struct Limits {
+  std::uint32_t max_qp = 4096;
+  std::uint32_t max_qp_wr = 16384;
+  std::uint32_t max_sge = 16;
+  std::uint32_t max_cqe = 65536;
+  std::uint32_t max_mr = 65536;
+  std::uint64_t max_mr_size = std::uint64_t{1} << 32;
+  std::uint32_t max_msg_size = 1u << 30;
+  std::uint32_t max_private_data = 256;
+  std::uint32_t max_pd = 4096;
+};
+
+struct DeviceConfig {
+  netdev::NetdevConfig netdev;
+  std::chrono::milliseconds connect_timeout{20000};  // default when the caller gives none
+  std::chrono::microseconds initial_rto{20000};  // retransmission timeout before an RTT sample
+  std::chrono::microseconds min_rto{2000};      // RTO floor (RFC 6298 estimator above it)
+  int retry_limit = 12;                          // retransmissions of one frame before the QP breaks
+  std::uint32_t window = 1024;                   // frames in flight per QP
+  std::size_t window_bytes = 4 << 20;            // payload bytes in flight per QP (capped by rx buffer / 4)
+  bool busy_poll = false;                            // progress thread spins instead of sleeping
+};
+
+struct Pd;
+struct Mr;
+struct Cq;
+struct Qp;
+struct ConnRequest;
+
+struct Sge {
+  std::uint32_t lkey = 0;
+  std::uint64_t addr = 0;
+  std::uint32_t length = 0;
+};
+
+enum class WcOpcode : std::uint8_t { send, rdma_write, recv };
+enum class WcStatus : std::uint8_t {
+  success,
+  flushed,
+  local_length_error,
+  local_protection_error,
+  remote_access_error,
+  remote_operation_error,
+  transport_error,
+};
+std::string_view to_string(WcStatus s);
+
+struct Wc {
+  std::uint64_t wr_id = 0;
+  WcOpcode opcode = WcOpcode::send;
+  WcStatus status = WcStatus::success;
+  std::uint32_t byte_len = 0;
+  Qp* qp = nullptr;
+  void* qp_context = nullptr;
+};
+
+enum class SendOpcode : std::uint8_t { send, send_solicited, rdma_write };
+struct SendWr {
+  std::uint64_t wr_id = 0;
+  SendOpcode opcode = SendOpcode::send;
+  std::span<const Sge> sgl;
+  std::uint32_t rkey = 0;         // rdma_write
+  std::uint64_t remote_addr = 0;  // rdma_write
+  bool signaled = true;
+};
+struct RecvWr {
+  std::uint64_t wr_id = 0;
+  std::span<const Sge> sgl;
+};
+
+// RDMAC verbs QP states (siw's set).
+enum class QpState : std::uint8_t { idle, rts, closing, terminate, error };
+inline constexpr int kQpStateCount = 5;
+std::string_view to_string(QpState s);
+// The transition table: true when `from -> to` is a legal modification.
+bool qp_transition_allowed(QpState from, QpState to);
+
+enum class CmEventType : std::uint8_t {
+  established,     // connection up (both sides)
+  rejected,        // the peer's consumer rejected
+  no_listener,     // nothing listens on that conn_qual at the peer
+  unreachable,     // no answer within the timeout
+  disconnected,    // closed by us or the peer; receives flushed
+  broken,          // terminated on an error (Terminate received or sent, retry limit)
+};
+std::string_view to_string(CmEventType t);
+struct CmEvent {
+  CmEventType type = CmEventType::established;
+  std::vector<std::uint8_t> private_data;
+  std::string reason;  // for broken: what happened
+};
+
+struct QpInit {
+  Pd* pd = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  std::uint32_t max_send_wr = 256;
+  std::uint32_t max_recv_wr = 256;
+  std::uint32_t max_sge = 4;
+  void* context = nullptr;                          // returned in Wc::qp_context
+  std::function<void(Qp*, const CmEvent&)> on_event;  // connection events
+};
+
+struct ConnRequestInfo {
+  NetAddr remote;
+  std::uint64_t conn_qual = 0;
+  std::vector<std::uint8_t> private_data;
+};
+
+struct MrInfo {
+  std::uint32_t stag = 0;
+  std::uint64_t addr = 0;
+  std::uint64_t length = 0;
+  Access access = Access::none;
+};
+
+struct DeviceCounters {
+  std::uint64_t tx_frames = 0, rx_frames = 0;
+  std::uint64_t retransmits = 0, rx_duplicates = 0, rx_out_of_order = 0;
+  std::uint64_t rx_bad_frames = 0, rx_unknown_qp = 0, terminates_sent = 0, terminates_received = 0;
+};
+
+struct QpCounters {
+  std::uint64_t tx_frames = 0, rx_frames = 0, retransmits = 0, rx_duplicates = 0, rx_out_of_order = 0;
+};
+
+class Device {
+ public:
+  // Opens a device on the configured netdev and starts its progress thread.
+  static std::unique_ptr<Device> open(const DeviceConfig& cfg, std::string& error);
+  virtual ~Device() = default;
+
+  virtual NetAddr address() const = 0;
+  virtual const Limits& limits() const = 0;
+  virtual DeviceCounters counters() const = 0;
+
+  virtual Pd* alloc_pd() = 0;
+  virtual Status dealloc_pd(Pd* pd) = 0;
+
+  virtual Status reg_mr(Pd* pd, void* addr, std::uint64_t length, Access access, Mr*& out) = 0;
+  virtual Status dereg_mr(Mr* mr) = 0;
+  virtual MrInfo query_mr(const Mr* mr) const = 0;
+
+  virtual Cq* create_cq(std::uint32_t depth, std::function<void()> notify) = 0;
+  virtual Status destroy_cq(Cq* cq) = 0;
+  // Takes up to out.size() completions off the CQ.
+  virtual std::size_t poll_cq(Cq* cq, std::span<Wc> out) = 0;
+  // Completions waiting on the CQ.
+  virtual std::size_t cq_count(Cq* cq) = 0;
+
+  virtual Status create_qp(const QpInit& init, Qp*& out) = 0;
+  virtual Status destroy_qp(Qp* qp) = 0;
+  virtual QpState qp_state(const Qp* qp) const = 0;
+  virtual Status modify_qp(Qp* qp, QpState to) = 0;
+  virtual QpCounters qp_counters(const Qp* qp) const = 0;
+  virtual NetAddr qp_peer(const Qp* qp) const = 0;
+
+  virtual Status connect(Qp* qp, NetAddr remote, std::uint64_t conn_qual,
+                         std::span<const std::uint8_t> private_data,
+                         std::chrono::milliseconds timeout) = 0;
+  // Starts listening on conn_qual; requests arrive through `on_request` until stop_listen.
+  virtual Status listen(std::uint64_t conn_qual,
+                        std::function<void(ConnRequest*, const ConnRequestInfo&)> on_request) = 0;
+  virtual Status stop_listen(std::uint64_t conn_qual) = 0;
+  virtual Status accept(ConnRequest* req, Qp* qp, std::span<const std::uint8_t> private_data) = 0;
+  virtual Status reject(ConnRequest* req, std::span<const std::uint8_t> private_data) = 0;
+  // Graceful: delivers what was posted, then closes. Abrupt: closes now, flushing.
+  virtual Status disconnect(Qp* qp, bool graceful) = 0;
+
+  // Runs one round of the progress engine in the caller's thread, unless another thread is
+  // already running it (for consumers that busy-poll).
+  virtual void progress() = 0;
+
+  virtual Status post_send(Qp* qp, const SendWr& wr) = 0;
+  virtual Status post_recv(Qp* qp, const RecvWr& wr) = 0;
+};
+
+}  // namespace softrnic

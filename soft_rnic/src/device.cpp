@@ -1,0 +1,1044 @@
+// The soft RNIC device: object tables, the progress engine thread, connection management, the
+// reliable sequenced stream of iWARP over UDP, and DDP/RDMAP send and receive.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "engine.hpp"
+#include "softrnic/wire/crc32c.hpp"
+#include "softrnic/wire/ddp.hpp"
+#include "softrnic/wire/udp_frame.hpp"
+
+namespace softrnic {
+
+namespace w = wire;
+
+std::string_view to_string(Status s) {
+  switch (s) {
+    case Status::ok: return "ok";
+    case Status::invalid_param: return "invalid parameter";
+    case Status::invalid_state: return "invalid state";
+    case Status::insufficient_resources: return "insufficient resources";
+    case Status::protection_violation: return "protection violation";
+    case Status::length_error: return "length error";
+    case Status::not_found: return "not found";
+    case Status::in_use: return "in use";
+  }
+  return "?";
+}
+
+std::string_view to_string(WcStatus s) {
+  switch (s) {
+    case WcStatus::success: return "success";
+    case WcStatus::flushed: return "flushed";
+    case WcStatus::local_length_error: return "local length error";
+    case WcStatus::local_protection_error: return "local protection error";
+    case WcStatus::remote_access_error: return "remote access error";
+    case WcStatus::remote_operation_error: return "remote operation error";
+    case WcStatus::transport_error: return "transport error";
+  }
+  return "?";
+}
+
+std::string_view to_string(CmEventType t) {
+  switch (t) {
+    case CmEventType::established: return "established";
+    case CmEventType::rejected: return "rejected";
+    case CmEventType::no_listener: return "no listener";
+    case CmEventType::unreachable: return "unreachable";
+    case CmEventType::disconnected: return "disconnected";
+    case CmEventType::broken: return "broken";
+  }
+  return "?";
+}
+
+namespace {
+
+bool seq_lt(std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) < 0; }
+bool seq_le(std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) <= 0; }
+
+constexpr std::chrono::milliseconds kCmRetry{100};
+constexpr std::chrono::milliseconds kDisconnectTimeout{2000};
+constexpr std::chrono::seconds kReqLinger{10};
+constexpr std::chrono::microseconds kMaxRto{500000};
+constexpr std::size_t kRxBurst = 32;
+
+class DeviceImpl final : public Device {
+ public:
+  DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd)
+      : cfg_(cfg), nd_(std::move(nd)), mrs_(limits_.max_mr), rng_(std::random_device{}()) {
+    rx_bufs_.resize(kRxBurst * nd_->max_datagram());
+    rx_frames_.resize(kRxBurst);
+    for (std::size_t i = 0; i < kRxBurst; ++i)
+      rx_frames_[i] = {{}, rx_bufs_.data() + i * nd_->max_datagram(), nd_->max_datagram(), 0};
+    // Keep what one QP has in flight well inside the receiver's buffer: a burst that overflows
+    // it is lost whole.
+    window_bytes_ = std::max<std::size_t>(nd_->max_datagram(), std::min(cfg_.window_bytes, nd_->rx_buffer_bytes() / 4));
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~DeviceImpl() override {
+    stop_ = true;
+    nd_->wake();
+    thread_.join();
+    for (auto& [n, qp] : qps_) delete qp;
+    for (auto* r : reqs_) delete r;
+  }
+
+  NetAddr address() const override { return nd_->local_addr(); }
+  const Limits& limits() const override { return limits_; }
+  DeviceCounters counters() const override {
+    std::lock_guard lk(mu_);
+    DeviceCounters c = ctr_;
+    const auto s = nd_->stats();
+    c.tx_frames = s.tx_frames;
+    c.rx_frames = s.rx_frames;
+    return c;
+  }
+
+  // ---- PD / MR ----
+  Pd* alloc_pd() override {
+    std::lock_guard lk(mu_);
+    if (pds_ >= limits_.max_pd) return nullptr;
+    pds_++;
+    return new Pd{next_pd_++, 0};
+  }
+  Status dealloc_pd(Pd* pd) override {
+    std::lock_guard lk(mu_);
+    if (!pd) return Status::invalid_param;
+    if (pd->users) return Status::in_use;
+    pds_--;
+    delete pd;
+    return Status::ok;
+  }
+  Status reg_mr(Pd* pd, void* addr, std::uint64_t length, Access access, Mr*& out) override {
+    std::lock_guard lk(mu_);
+    if (length > limits_.max_mr_size) return Status::invalid_param;
+    return mrs_.reg(pd, reinterpret_cast<std::uintptr_t>(addr), length, access, out);
+  }
+  Status dereg_mr(Mr* mr) override {
+    std::lock_guard lk(mu_);
+    return mr ? mrs_.dereg(mr) : Status::invalid_param;
+  }
+  MrInfo query_mr(const Mr* mr) const override {
+    return MrInfo{mr->stag, mr->addr, mr->length, mr->access};
+  }
+
+  // ---- CQ ----
+  Cq* create_cq(std::uint32_t depth, std::function<void()> notify) override {
+    if (depth == 0 || depth > limits_.max_cqe) return nullptr;
+    auto* cq = new Cq;
+    cq->depth = depth;
+    cq->notify = std::move(notify);
+    return cq;
+  }
+  Status destroy_cq(Cq* cq) override {
+    std::lock_guard lk(mu_);
+    if (!cq) return Status::invalid_param;
+    if (cq->users) return Status::in_use;
+    delete cq;
+    return Status::ok;
+  }
+  std::size_t poll_cq(Cq* cq, std::span<Wc> out) override {
+    std::lock_guard lk(cq->mu);
+    std::size_t n = 0;
+    while (n < out.size() && !cq->q.empty()) {
+      out[n++] = cq->q.front();
+      cq->q.pop_front();
+    }
+    return n;
+  }
+  std::size_t cq_count(Cq* cq) override {
+    std::lock_guard lk(cq->mu);
+    return cq->q.size();
+  }
+
+  // ---- QP ----
+  Status create_qp(const QpInit& init, Qp*& out) override {
+    std::lock_guard lk(mu_);
+    if (!init.pd || !init.send_cq || !init.recv_cq) return Status::invalid_param;
+    if (init.max_send_wr > limits_.max_qp_wr || init.max_recv_wr > limits_.max_qp_wr ||
+        init.max_sge > limits_.max_sge)
+      return Status::invalid_param;
+    if (qps_.size() >= limits_.max_qp) return Status::insufficient_resources;
+    auto* qp = new Qp;
+    qp->init = init;
+    do {
+      qp->qpn = next_qpn_++ & 0xFFFFFF;
+    } while (qp->qpn == 0 || qps_.count(qp->qpn));
+    qp->snd_nxt = qp->snd_una = static_cast<std::uint32_t>(rng_());
+    qp->rto = cfg_.initial_rto;
+    init.pd->users++;
+    init.send_cq->users++;
+    init.recv_cq->users++;
+    qps_[qp->qpn] = qp;
+    out = qp;
+    return Status::ok;
+  }
+
+  Status destroy_qp(Qp* qp) override {
+    std::lock_guard lk(mu_);
+    if (!qp || !qps_.count(qp->qpn)) return Status::invalid_param;
+    if (qp->cm == CmPhase::connected || qp->cm == CmPhase::disconnecting || qp->cm == CmPhase::accepting)
+      send_abrupt_disconnect(*qp);
+    if (qp->req) qp->req->phase = ReqPhase::rejected;
+    qp->init.pd->users--;
+    qp->init.send_cq->users--;
+    qp->init.recv_cq->users--;
+    qps_.erase(qp->qpn);
+    std::erase(ack_list_, qp);
+    delete qp;
+    return Status::ok;
+  }
+
+  QpState qp_state(const Qp* qp) const override {
+    std::lock_guard lk(mu_);
+    return qp->state;
+  }
+  QpCounters qp_counters(const Qp* qp) const override {
+    std::lock_guard lk(mu_);
+    return qp->ctr;
+  }
+  NetAddr qp_peer(const Qp* qp) const override {
+    std::lock_guard lk(mu_);
+    return qp->peer;
+  }
+
+  Status modify_qp(Qp* qp, QpState to) override {
+    std::lock_guard lk(mu_);
+    if (!qp_transition_allowed(qp->state, to)) return Status::invalid_state;
+    if (to == QpState::error) {
+      close_qp(*qp, std::nullopt, "");
+      return Status::ok;
+    }
+    if (to == QpState::idle) {  // reset: ready for a new connection
+      reset_qp(*qp);
+      return Status::ok;
+    }
+    qp->state = to;
+    return Status::ok;
+  }
+
+  // ---- Connection management ----
+  Status connect(Qp* qp, NetAddr remote, std::uint64_t conn_qual, std::span<const std::uint8_t> pd,
+                 std::chrono::milliseconds timeout) override {
+    std::lock_guard lk(mu_);
+    if (pd.size() > limits_.max_private_data) return Status::length_error;
+    if (qp->state != QpState::idle || qp->cm != CmPhase::none) return Status::invalid_state;
+    qp->peer = remote;
+    qp->conn_qual = conn_qual;
+    qp->conn_id = static_cast<std::uint32_t>(rng_());
+    qp->cm_private.assign(pd.begin(), pd.end());
+    qp->cm = CmPhase::connecting;
+    const auto now = Clock::now();
+    qp->cm_deadline = now + (timeout.count() > 0 ? timeout : cfg_.connect_timeout);
+    send_cm(*qp, w::CmOp::connect_request, 0);
+    qp->cm_next_tx = now + kCmRetry;
+    nd_->wake();
+    return Status::ok;
+  }
+
+  Status listen(std::uint64_t conn_qual,
+                std::function<void(ConnRequest*, const ConnRequestInfo&)> on_request) override {
+    std::lock_guard lk(mu_);
+    if (listeners_.count(conn_qual)) return Status::in_use;
+    listeners_[conn_qual] = std::move(on_request);
+    return Status::ok;
+  }
+  Status stop_listen(std::uint64_t conn_qual) override {
+    std::lock_guard lk(mu_);
+    return listeners_.erase(conn_qual) ? Status::ok : Status::not_found;
+  }
+
+  Status accept(ConnRequest* req, Qp* qp, std::span<const std::uint8_t> pd) override {
+    std::lock_guard lk(mu_);
+    if (!req || !known_req(req) || req->phase != ReqPhase::pending) return Status::invalid_state;
+    if (pd.size() > limits_.max_private_data) return Status::length_error;
+    if (qp->state != QpState::idle || qp->cm != CmPhase::none) return Status::invalid_state;
+    req->phase = ReqPhase::accepted;
+    req->decided = Clock::now();
+    qp->peer = req->from;
+    qp->peer_qpn = req->src_qpn;
+    qp->conn_id = req->conn_id;
+    qp->conn_qual = req->conn_qual;
+    qp->rcv_nxt = req->init_seq;
+    qp->cm_private.assign(pd.begin(), pd.end());
+    qp->cm = CmPhase::accepting;
+    qp->state = QpState::rts;
+    qp->req = req;
+    const auto now = Clock::now();
+    qp->cm_deadline = now + cfg_.connect_timeout;
+    send_cm(*qp, w::CmOp::connect_reply, 0);
+    qp->cm_next_tx = now + kCmRetry;
+    nd_->wake();
+    return Status::ok;
+  }
+
+  Status reject(ConnRequest* req, std::span<const std::uint8_t> pd) override {
+    std::lock_guard lk(mu_);
+    if (!req || !known_req(req) || req->phase != ReqPhase::pending) return Status::invalid_state;
+    if (pd.size() > limits_.max_private_data) return Status::length_error;
+    req->phase = ReqPhase::rejected;
+    req->decided = Clock::now();
+    req->reply_private.assign(pd.begin(), pd.end());
+    send_reject(*req, false);
+    return Status::ok;
+  }
+
+  Status disconnect(Qp* qp, bool graceful) override {
+    std::lock_guard lk(mu_);
+    switch (qp->cm) {
+      case CmPhase::connecting:
+        close_qp(*qp, CmEventType::disconnected, "connect cancelled");
+        return Status::ok;
+      case CmPhase::accepting:
+      case CmPhase::connected:
+        break;
+      case CmPhase::disconnecting:
+        if (graceful) return Status::ok;
+        break;
+      default:
+        return Status::invalid_state;
+    }
+    if (!graceful || qp->state != QpState::rts) {
+      send_abrupt_disconnect(*qp);
+      close_qp(*qp, CmEventType::disconnected, "");
+      return Status::ok;
+    }
+    qp->state = QpState::closing;
+    qp->cm = CmPhase::disconnecting;
+    qp->cm_deadline = Clock::now() + kDisconnectTimeout;
+    const w::StreamCtrlWire c{w::Be32(static_cast<std::uint32_t>(w::StreamCtrlOp::disconnect))};
+    enqueue_seq(*qp, w::FrameType::stream_ctrl, {{reinterpret_cast<const std::uint8_t*>(&c), sizeof c}});
+    qp->disc_seq = qp->snd_nxt;
+    pump_tx(*qp);
+    nd_->wake();
+    return Status::ok;
+  }
+
+  // ---- Data path ----
+  Status post_recv(Qp* qp, const RecvWr& wr) override {
+    std::lock_guard lk(mu_);
+    if (qp->state != QpState::idle && qp->state != QpState::rts) return Status::invalid_state;
+    if (wr.sgl.size() > qp->init.max_sge) return Status::invalid_param;
+    if (qp->rq.size() >= qp->init.max_recv_wr) return Status::insufficient_resources;
+    RecvWqe r;
+    r.wr_id = wr.wr_id;
+    for (const Sge& s : wr.sgl) {
+      if (s.length == 0) continue;
+      if (mrs_.check(s.lkey, qp->init.pd, s.addr, s.length, Access::local_write) != MrCheck::ok)
+        return Status::protection_violation;
+      r.sgl.push_back(s);
+      r.capacity += s.length;
+    }
+    if (r.capacity > limits_.max_msg_size) return Status::length_error;
+    qp->rq.push_back(std::move(r));
+    return Status::ok;
+  }
+
+  Status post_send(Qp* qp, const SendWr& wr) override {
+    std::lock_guard lk(mu_);
+    if (qp->state != QpState::rts || qp->cm != CmPhase::connected) return Status::invalid_state;
+    if (wr.sgl.size() > qp->init.max_sge) return Status::invalid_param;
+    if (qp->sq.size() >= qp->init.max_send_wr) return Status::insufficient_resources;
+    std::uint64_t total = 0;
+    for (const Sge& s : wr.sgl) {
+      if (s.length == 0) continue;
+      if (mrs_.check(s.lkey, qp->init.pd, s.addr, s.length, Access::none) != MrCheck::ok)
+        return Status::protection_violation;
+      total += s.length;
+    }
+    if (total > limits_.max_msg_size) return Status::length_error;
+    const bool write = wr.opcode == SendOpcode::rdma_write;
+    const auto op = write ? w::RdmapOpcode::rdma_write
+                          : (wr.opcode == SendOpcode::send_solicited ? w::RdmapOpcode::send_se : w::RdmapOpcode::send);
+    const std::size_t hdr = write ? sizeof(w::DdpTaggedHdr) : sizeof(w::DdpUntaggedHdr);
+    const std::size_t mss = nd_->max_datagram() - w::kFrameOverhead - hdr;
+    const std::uint32_t msn = write ? 0 : qp->send_msn++;
+    auto sgl = std::make_shared<const std::vector<Sge>>(wr.sgl.begin(), wr.sgl.end());
+    std::uint64_t off = 0;
+    do {
+      const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(mss, total - off));
+      const bool last = off + len == total;
+      std::uint8_t h[sizeof(w::DdpUntaggedHdr)];
+      const std::size_t hl = write ? w::encode_tagged(h, op, last, wr.rkey, wr.remote_addr + off)
+                                   : w::encode_untagged(h, op, last, w::kQnSend, msn, static_cast<std::uint32_t>(off));
+      SeqFrame& f = enqueue_seq(*qp, w::FrameType::ddp, {std::span<const std::uint8_t>(h, hl)});
+      if (len > 0) {
+        f.sgl = sgl;
+        f.sgl_off = off;
+        f.len = len;
+      }
+      off += len;
+    } while (off < total);
+    qp->sq.push_back(SendWqe{wr.wr_id, write ? WcOpcode::rdma_write : WcOpcode::send, wr.signaled,
+                             qp->snd_nxt, static_cast<std::uint32_t>(total)});
+    pump_tx(*qp);
+    return Status::ok;
+  }
+
+ private:
+  // ---- helpers: frames ----
+  // Appends a sequenced frame to the backlog. `parts` are the bytes after the frame header.
+  SeqFrame& enqueue_seq(Qp& qp, w::FrameType type, std::initializer_list<std::span<const std::uint8_t>> parts) {
+    SeqFrame& f = qp.backlog.emplace_back();
+    f.seq = qp.snd_nxt++;
+    w::write_frame_header(f.head, {type, 0, qp.peer_qpn, qp.qpn, f.seq, 0});
+    std::size_t n = w::kFrameHeaderLen;
+    for (auto p : parts) {
+      std::memcpy(f.head.data() + n, p.data(), p.size());
+      n += p.size();
+    }
+    f.head_len = static_cast<std::uint8_t>(n);
+    return f;
+  }
+
+  // The payload of `f` as one span: straight from registered memory when one SGE holds it,
+  // else gathered into tx_gather_.
+  std::span<const std::uint8_t> payload_of(const SeqFrame& f) {
+    if (f.len == 0) return {};
+    std::uint64_t off = f.sgl_off;
+    std::size_t left = f.len;
+    tx_gather_.clear();
+    for (const Sge& g : *f.sgl) {
+      if (left == 0) break;
+      if (off >= g.length) {
+        off -= g.length;
+        continue;
+      }
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - off, left));
+      const auto* src = reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(g.addr + off));
+      if (n == f.len) return {src, n};
+      tx_gather_.insert(tx_gather_.end(), src, src + n);
+      left -= n;
+      off = 0;
+    }
+    return tx_gather_;
+  }
+
+  void transmit(Qp& qp, SeqFrame& f) {
+    w::FrameHdrWire h;
+    std::memcpy(&h, f.head.data(), sizeof h);
+    h.flags = w::kFlagAckValid;
+    h.ack = w::Be32(qp.rcv_nxt);
+    std::memcpy(f.head.data(), &h, sizeof h);
+    const std::span<const std::uint8_t> head{f.head.data(), f.head_len};
+    const auto body = payload_of(f);
+    w::Crc32c crc;
+    crc.update(head);
+    crc.update(body);
+    const auto tail = w::frame_trailer(crc.value());
+    const netdev::TxFrame tf{qp.peer, head, body, tail};
+    nd_->tx_burst({&tf, 1});
+    qp.ctr.tx_frames++;
+    qp.ack_needed = false;
+  }
+
+  void send_raw(NetAddr to, std::span<const std::uint8_t> d) {
+    const netdev::TxFrame tf{to, d, {}, {}};
+    nd_->tx_burst({&tf, 1});
+  }
+
+  void pump_tx(Qp& qp) {
+    bool sent = false;
+    while (!qp.backlog.empty() && qp.inflight.size() < cfg_.window &&
+           (qp.inflight.empty() || qp.inflight_bytes + qp.backlog.front().len <= window_bytes_)) {
+      SeqFrame& f = qp.inflight.emplace_back(std::move(qp.backlog.front()));
+      qp.backlog.pop_front();
+      qp.inflight_bytes += f.len;
+      f.sent = Clock::now();
+      transmit(qp, f);
+      sent = true;
+    }
+    if (sent && qp.rto_deadline == Clock::time_point{}) qp.rto_deadline = Clock::now() + qp.rto;
+  }
+
+  // RFC 6298: SRTT, RTTVAR and RTO from one sample.
+  void rtt_sample(Qp& qp, std::chrono::microseconds sample) {
+    const double r = static_cast<double>(sample.count());
+    if (qp.srtt_us == 0) {
+      qp.srtt_us = r;
+      qp.rttvar_us = r / 2;
+    } else {
+      qp.rttvar_us = 0.75 * qp.rttvar_us + 0.25 * std::abs(qp.srtt_us - r);
+      qp.srtt_us = 0.875 * qp.srtt_us + 0.125 * r;
+    }
+    const auto rto = std::chrono::microseconds(static_cast<std::int64_t>(qp.srtt_us + 4 * qp.rttvar_us));
+    qp.rto = std::clamp(rto, cfg_.min_rto, kMaxRto);
+  }
+
+  void send_ack(Qp& qp) {
+    std::uint8_t buf[w::kFrameOverhead];
+    w::write_frame_header(buf, {w::FrameType::ack, w::kFlagAckValid, qp.peer_qpn, qp.qpn, 0, qp.rcv_nxt});
+    send_raw(qp.peer, {buf, w::seal_frame(buf, w::kFrameHeaderLen)});
+    qp.ack_needed = false;
+  }
+
+  void send_cm_raw(NetAddr to, std::uint32_t dst_qpn, std::uint32_t src_qpn, w::CmOp op, std::uint8_t rsv,
+                   std::uint64_t conn_qual, std::uint32_t conn_id, std::uint32_t init_seq,
+                   std::span<const std::uint8_t> pd) {
+    std::vector<std::uint8_t> b(w::kFrameHeaderLen + sizeof(w::CmHdrWire) + pd.size() + w::kFrameTrailerLen);
+    w::write_frame_header(b, {w::FrameType::cm, 0, dst_qpn, src_qpn, 0, 0});
+    const w::CmHdrWire c{static_cast<std::uint8_t>(op), rsv,
+                         w::Be16(static_cast<std::uint16_t>(pd.size())), w::Be16(0), w::Be16(0),
+                         w::Be64(conn_qual), w::Be32(conn_id), w::Be32(init_seq)};
+    std::memcpy(b.data() + w::kFrameHeaderLen, &c, sizeof c);
+    if (!pd.empty()) std::memcpy(b.data() + w::kFrameHeaderLen + sizeof c, pd.data(), pd.size());
+    const std::size_t n = w::seal_frame(b, b.size() - w::kFrameTrailerLen);
+    send_raw(to, {b.data(), n});
+  }
+
+  void send_cm(Qp& qp, w::CmOp op, std::uint8_t rsv) {
+    const bool carries_pd = op == w::CmOp::connect_request || op == w::CmOp::connect_reply;
+    send_cm_raw(qp.peer, qp.peer_qpn, qp.qpn, op, rsv, qp.conn_qual, qp.conn_id, qp.snd_nxt,
+                carries_pd ? std::span<const std::uint8_t>(qp.cm_private) : std::span<const std::uint8_t>{});
+  }
+
+  void send_reject(const ConnRequest& r, bool no_listener) {
+    send_cm_raw(r.from, r.src_qpn, 0, w::CmOp::reject, no_listener ? 1 : 0, r.conn_qual, r.conn_id, 0,
+                r.reply_private);
+  }
+
+  void send_abrupt_disconnect(Qp& qp) {
+    if (qp.peer_qpn == 0) return;
+    // One unreliable in-stream disconnect; the peer's retry limit covers its loss.
+    const w::StreamCtrlWire c{w::Be32(static_cast<std::uint32_t>(w::StreamCtrlOp::disconnect))};
+    std::uint8_t buf[w::kFrameOverhead + sizeof c];
+    w::write_frame_header(buf, {w::FrameType::stream_ctrl, w::kFlagAckValid, qp.peer_qpn, qp.qpn,
+                                qp.backlog.empty() && qp.inflight.empty() ? qp.snd_nxt : qp.snd_una, qp.rcv_nxt});
+    std::memcpy(buf + w::kFrameHeaderLen, &c, sizeof c);
+    send_raw(qp.peer, {buf, w::seal_frame(buf, w::kFrameHeaderLen + sizeof c)});
+  }
+
+  // ---- completions ----
+  void push_wc(Cq* cq, const Wc& wc) {
+    {
+      std::lock_guard lk(cq->mu);
+      if (cq->q.size() >= cq->depth) cq->overflows++;
+      cq->q.push_back(wc);
+    }
+    if (cq->notify) cq->notify();
+  }
+
+  void flush_qp(Qp& qp) {
+    for (auto& r : qp.rq)
+      push_wc(qp.init.recv_cq, Wc{r.wr_id, WcOpcode::recv, WcStatus::flushed, 0, &qp, qp.init.context});
+    qp.rq.clear();
+    for (auto& s : qp.sq)
+      push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::flushed, 0, &qp, qp.init.context});
+    qp.sq.clear();
+    qp.backlog.clear();
+    qp.inflight.clear();
+    qp.inflight_bytes = 0;
+    qp.rto_deadline = {};
+  }
+
+  // Ends the connection: flush, state, and (if given) one event to the consumer.
+  void close_qp(Qp& qp, std::optional<CmEventType> ev, std::string reason) {
+    const bool graceful = ev == CmEventType::disconnected && qp.state == QpState::closing;
+    flush_qp(qp);
+    qp.state = graceful ? QpState::idle : QpState::error;
+    qp.cm = CmPhase::closed;
+    if (qp.req) {
+      qp.req = nullptr;
+    }
+    if (ev && qp.init.on_event) qp.init.on_event(&qp, CmEvent{*ev, {}, std::move(reason)});
+  }
+
+  void reset_qp(Qp& qp) {
+    flush_qp(qp);
+    qp.state = QpState::idle;
+    qp.cm = CmPhase::none;
+    qp.peer = {};
+    qp.peer_qpn = 0;
+    qp.snd_nxt = qp.snd_una = static_cast<std::uint32_t>(rng_());
+    qp.send_msn = qp.recv_msn = 1;
+    qp.retries = 0;
+    qp.rto = cfg_.initial_rto;
+    qp.srtt_us = qp.rttvar_us = 0;
+  }
+
+  void terminate(Qp& qp, w::TermLayer layer, std::uint8_t etype, std::uint8_t code, std::string reason) {
+    ctr_.terminates_sent++;
+    const w::TerminateHdr th = w::encode_terminate({layer, etype, code, false, false});
+    std::uint8_t h[sizeof(w::DdpUntaggedHdr)];
+    const std::size_t hl = w::encode_untagged(h, w::RdmapOpcode::terminate, true, w::kQnTerminate, 1, 0);
+    // Flush first (no more placement), then send the Terminate as the last frame of the stream.
+    flush_qp(qp);
+    enqueue_seq(qp, w::FrameType::ddp, {{h, hl}, {reinterpret_cast<const std::uint8_t*>(&th), sizeof th}});
+    pump_tx(qp);
+    qp.state = QpState::terminate;
+    qp.cm = CmPhase::closed;
+    if (qp.init.on_event) qp.init.on_event(&qp, CmEvent{CmEventType::broken, {}, "sent Terminate: " + reason});
+  }
+
+  // ---- progress engine ----
+  void run() {
+    while (!stop_) {
+      if (!cfg_.busy_poll) nd_->wait_rx(next_wait());
+      std::lock_guard lk(mu_);
+      progress_locked();
+    }
+  }
+
+  void progress_locked() {
+    const std::size_t cap = nd_->max_datagram();
+    for (int round = 0; round < 8; ++round) {
+      const std::size_t n = nd_->rx_burst(rx_frames_);
+      for (std::size_t i = 0; i < n; ++i) handle_datagram(rx_frames_[i].from, {rx_frames_[i].buf, rx_frames_[i].len});
+      for (std::size_t i = 0; i < n; ++i) rx_frames_[i].cap = cap;
+      if (n < kRxBurst) break;
+    }
+    for (Qp* qp : ack_list_)
+      if (qp->ack_needed) send_ack(*qp);
+    ack_list_.clear();
+    timers();
+  }
+
+ public:
+  void progress() override {
+    std::unique_lock lk(mu_, std::try_to_lock);
+    if (lk.owns_lock()) progress_locked();
+  }
+
+ private:
+  std::chrono::microseconds next_wait() {
+    std::lock_guard lk(mu_);
+    for (auto& [n, qp] : qps_)
+      if (!qp->inflight.empty() || qp->cm == CmPhase::connecting || qp->cm == CmPhase::accepting ||
+          qp->cm == CmPhase::disconnecting)
+        return std::chrono::microseconds(1000);
+    return std::chrono::microseconds(100000);
+  }
+
+  void timers() {
+    const auto now = Clock::now();
+    for (auto it = qps_.begin(); it != qps_.end();) {
+      Qp& qp = *(it++)->second;
+      switch (qp.cm) {
+        case CmPhase::connecting:
+          if (now >= qp.cm_deadline) {
+            close_qp(qp, CmEventType::unreachable, "no reply to the connection request");
+            continue;
+          }
+          if (now >= qp.cm_next_tx) {
+            send_cm(qp, w::CmOp::connect_request, 0);
+            qp.cm_next_tx = now + kCmRetry;
+          }
+          break;
+        case CmPhase::accepting:
+          if (now >= qp.cm_deadline) {
+            close_qp(qp, CmEventType::broken, "the initiator never confirmed the connection");
+            continue;
+          }
+          if (now >= qp.cm_next_tx) {
+            send_cm(qp, w::CmOp::connect_reply, 0);
+            qp.cm_next_tx = now + kCmRetry;
+          }
+          break;
+        case CmPhase::disconnecting:
+          if (now >= qp.cm_deadline) {
+            close_qp(qp, CmEventType::disconnected, "disconnect not acknowledged");
+            continue;
+          }
+          break;
+        default:
+          break;
+      }
+      if (!qp.inflight.empty() && qp.rto_deadline != Clock::time_point{} && now >= qp.rto_deadline) {
+        if (++qp.retries > cfg_.retry_limit) {
+          ctr_.retransmits++;
+          if (qp.state == QpState::terminate) {
+            flush_qp(qp);
+            qp.state = QpState::error;
+          } else {
+            close_qp(qp, CmEventType::broken, "retry limit exceeded");
+          }
+          continue;
+        }
+        for (SeqFrame& f : qp.inflight) {
+          f.retransmitted = true;
+          transmit(qp, f);
+          qp.ctr.retransmits++;
+          ctr_.retransmits++;
+        }
+        qp.rto = std::min(qp.rto * 2, kMaxRto);
+        qp.rto_deadline = now + qp.rto;
+      }
+    }
+    std::erase_if(reqs_, [&](ConnRequest* r) {
+      if (r->phase == ReqPhase::pending || now - r->decided < kReqLinger) return false;
+      for (auto& [n, qp] : qps_)
+        if (qp->req == r) qp->req = nullptr;
+      delete r;
+      return true;
+    });
+  }
+
+  bool known_req(ConnRequest* r) const { return std::find(reqs_.begin(), reqs_.end(), r) != reqs_.end(); }
+
+  void handle_datagram(NetAddr from, std::span<const std::uint8_t> d) {
+    w::FrameHeader h;
+    std::span<const std::uint8_t> body;
+    if (w::open_frame(d, h, body) != w::FrameError::none) {
+      ctr_.rx_bad_frames++;
+      return;
+    }
+    if (h.type == w::FrameType::cm) {
+      handle_cm(from, h, body);
+      return;
+    }
+    auto it = qps_.find(h.dst_qpn);
+    if (it == qps_.end() || it->second->peer != from || it->second->peer_qpn != h.src_qpn ||
+        it->second->cm == CmPhase::none || it->second->cm == CmPhase::connecting) {
+      ctr_.rx_unknown_qp++;
+      return;
+    }
+    Qp& qp = *it->second;
+    qp.ctr.rx_frames++;
+    if (h.flags & w::kFlagAckValid) handle_ack(qp, h.ack);
+    if (h.type == w::FrameType::ack) return;
+    if (qp.cm == CmPhase::accepting) established_passive(qp);
+    mark_ack(qp);
+    const auto d_seq = static_cast<std::int32_t>(h.seq - qp.rcv_nxt);
+    if (d_seq < 0) {
+      qp.ctr.rx_duplicates++;
+      ctr_.rx_duplicates++;
+      return;
+    }
+    if (d_seq > 0) {
+      qp.ctr.rx_out_of_order++;
+      ctr_.rx_out_of_order++;
+      return;
+    }
+    qp.rcv_nxt++;
+    if (h.type == w::FrameType::ddp) {
+      handle_ddp(qp, body);
+    } else if (h.type == w::FrameType::stream_ctrl) {
+      handle_stream_ctrl(qp, body);
+    }
+  }
+
+  void mark_ack(Qp& qp) {
+    if (!qp.ack_needed) {
+      qp.ack_needed = true;
+      ack_list_.push_back(&qp);
+    }
+  }
+
+  void handle_ack(Qp& qp, std::uint32_t ack) {
+    if (!seq_lt(qp.snd_una, ack) || seq_lt(qp.snd_nxt, ack)) return;
+    const auto now = Clock::now();
+    const SeqFrame* newest = nullptr;
+    Clock::time_point newest_sent{};
+    bool clean = true;
+    while (!qp.inflight.empty() && seq_lt(qp.inflight.front().seq, ack)) {
+      const SeqFrame& f = qp.inflight.front();
+      newest = &f;
+      newest_sent = f.sent;
+      clean = clean && !f.retransmitted;
+      qp.inflight_bytes -= f.len;
+      qp.inflight.pop_front();
+    }
+    // Karn: sample only when nothing acknowledged here was retransmitted.
+    if (newest && clean) rtt_sample(qp, std::chrono::duration_cast<std::chrono::microseconds>(now - newest_sent));
+    qp.snd_una = ack;
+    qp.retries = 0;
+    qp.rto_deadline = qp.inflight.empty() ? Clock::time_point{} : Clock::now() + qp.rto;
+    while (!qp.sq.empty() && seq_le(qp.sq.front().end_seq, ack)) {
+      const SendWqe s = qp.sq.front();
+      qp.sq.pop_front();
+      if (s.signaled)
+        push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::success, s.byte_len, &qp, qp.init.context});
+    }
+    if (qp.cm == CmPhase::disconnecting && seq_le(qp.disc_seq, ack)) {
+      close_qp(qp, CmEventType::disconnected, "");
+      return;
+    }
+    if (qp.state == QpState::terminate && qp.inflight.empty() && qp.backlog.empty()) {
+      qp.state = QpState::error;
+      return;
+    }
+    pump_tx(qp);
+  }
+
+  void established_passive(Qp& qp) {
+    qp.cm = CmPhase::connected;
+    if (qp.init.on_event) qp.init.on_event(&qp, CmEvent{CmEventType::established, {}, ""});
+  }
+
+  void handle_stream_ctrl(Qp& qp, std::span<const std::uint8_t> body) {
+    if (body.size() < sizeof(w::StreamCtrlWire)) {
+      ctr_.rx_bad_frames++;
+      return;
+    }
+    w::StreamCtrlWire c;
+    std::memcpy(&c, body.data(), sizeof c);
+    if (c.op.get() != static_cast<std::uint32_t>(w::StreamCtrlOp::disconnect)) {
+      ctr_.rx_bad_frames++;
+      return;
+    }
+    if (qp.cm == CmPhase::closed) return;
+    // The peer closed: everything it sent before has been delivered. Acknowledge now, since
+    // the QP stops sending.
+    send_ack(qp);
+    if (qp.state == QpState::rts) qp.state = QpState::closing;
+    close_qp(qp, CmEventType::disconnected, "");
+  }
+
+  void handle_ddp(Qp& qp, std::span<const std::uint8_t> body) {
+    if (qp.state != QpState::rts) return;  // closing or terminated: nothing more is placed
+    w::DdpSegment s;
+    const w::DecodeError e = w::decode_ddp(body, s);
+    if (e != w::DecodeError::none) {
+      switch (e) {
+        case w::DecodeError::bad_ddp_version:
+          terminate(qp, w::TermLayer::ddp, static_cast<std::uint8_t>(w::DdpEtype::untagged_buffer),
+                    static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_version), std::string(to_string(e)));
+          return;
+        case w::DecodeError::bad_qn:
+          terminate(qp, w::TermLayer::ddp, static_cast<std::uint8_t>(w::DdpEtype::untagged_buffer),
+                    static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_qn), std::string(to_string(e)));
+          return;
+        case w::DecodeError::bad_rdmap_version:
+          terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::remote_operation),
+                    static_cast<std::uint8_t>(w::RdmapError::invalid_version), std::string(to_string(e)));
+          return;
+        default:
+          terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::remote_operation),
+                    static_cast<std::uint8_t>(w::RdmapError::unexpected_opcode), std::string(to_string(e)));
+          return;
+      }
+    }
+    switch (s.opcode) {
+      case w::RdmapOpcode::send:
+      case w::RdmapOpcode::send_se:
+        place_untagged(qp, s);
+        return;
+      case w::RdmapOpcode::rdma_write:
+        place_tagged(qp, s);
+        return;
+      case w::RdmapOpcode::terminate: {
+        ctr_.terminates_received++;
+        std::string reason = "peer sent Terminate";
+        if (s.ulp_header.size() >= sizeof(w::TerminateHdr)) {
+          w::TerminateHdr th;
+          std::memcpy(&th, s.ulp_header.data(), sizeof th);
+          const auto t = w::decode_terminate(th);
+          reason += " (layer " + std::to_string(static_cast<int>(t.layer)) + ", etype " +
+                    std::to_string(t.etype) + ", code " + std::to_string(t.code) + ")";
+        }
+        close_qp(qp, CmEventType::broken, reason);
+        return;
+      }
+      default:
+        terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::remote_operation),
+                  static_cast<std::uint8_t>(w::RdmapError::unexpected_opcode),
+                  std::string(w::opcode_info(s.opcode).name) + " is not supported yet");
+        return;
+    }
+  }
+
+  void place_untagged(Qp& qp, const w::DdpSegment& s) {
+    const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(s.msn - qp.recv_msn));
+    const auto untagged = static_cast<std::uint8_t>(w::DdpEtype::untagged_buffer);
+    if (idx < 0) {
+      terminate(qp, w::TermLayer::ddp, untagged, static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_msn_range),
+                "MSN " + std::to_string(s.msn) + " already completed");
+      return;
+    }
+    if (static_cast<std::size_t>(idx) >= qp.rq.size()) {
+      terminate(qp, w::TermLayer::ddp, untagged,
+                static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_msn_no_buffer),
+                "no receive buffer posted for MSN " + std::to_string(s.msn));
+      return;
+    }
+    RecvWqe& r = qp.rq[static_cast<std::size_t>(idx)];
+    const std::uint64_t end = std::uint64_t{s.mo} + s.payload.size();
+    if (end > r.capacity) {
+      terminate(qp, w::TermLayer::ddp, untagged, static_cast<std::uint8_t>(w::DdpUntaggedError::message_too_long),
+                "message of at least " + std::to_string(end) + " bytes for a " + std::to_string(r.capacity) +
+                    "-byte buffer");
+      return;
+    }
+    if (r.last_seen && end > r.msg_len) {
+      terminate(qp, w::TermLayer::ddp, untagged, static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_mo),
+                "segment beyond the message's last segment");
+      return;
+    }
+    // Scatter into the buffer's SGL (checked at post time).
+    std::uint64_t mo = s.mo;
+    std::size_t done = 0;
+    for (const Sge& g : r.sgl) {
+      if (done == s.payload.size()) break;
+      if (mo >= g.length) {
+        mo -= g.length;
+        continue;
+      }
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - mo, s.payload.size() - done));
+      std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(g.addr + mo)), s.payload.data() + done, n);
+      done += n;
+      mo = 0;
+    }
+    r.placed += s.payload.size();
+    if (s.last) {
+      r.last_seen = true;
+      r.msg_len = end;
+    }
+    if (r.last_seen && r.placed >= r.msg_len) r.done = true;
+    while (!qp.rq.empty() && qp.rq.front().done) {
+      const RecvWqe& f = qp.rq.front();
+      push_wc(qp.init.recv_cq, Wc{f.wr_id, WcOpcode::recv, WcStatus::success, static_cast<std::uint32_t>(f.msg_len),
+                                  &qp, qp.init.context});
+      qp.rq.pop_front();
+      qp.recv_msn++;
+    }
+  }
+
+  void place_tagged(Qp& qp, const w::DdpSegment& s) {
+    Mr* mr = nullptr;
+    const MrCheck c = mrs_.check(s.stag, qp.init.pd, s.to, s.payload.size(), Access::remote_write, &mr);
+    const auto tagged = static_cast<std::uint8_t>(w::DdpEtype::tagged_buffer);
+    switch (c) {
+      case MrCheck::ok:
+        if (!s.payload.empty())
+          std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.to)), s.payload.data(), s.payload.size());
+        return;
+      case MrCheck::invalid_stag:
+      case MrCheck::key_mismatch:
+        terminate(qp, w::TermLayer::ddp, tagged, static_cast<std::uint8_t>(w::DdpTaggedError::invalid_stag),
+                  std::string(to_string(c)));
+        return;
+      case MrCheck::pd_mismatch:
+        terminate(qp, w::TermLayer::ddp, tagged, static_cast<std::uint8_t>(w::DdpTaggedError::stag_not_associated),
+                  std::string(to_string(c)));
+        return;
+      case MrCheck::out_of_bounds:
+        terminate(qp, w::TermLayer::ddp, tagged, static_cast<std::uint8_t>(w::DdpTaggedError::base_bounds),
+                  std::string(to_string(c)));
+        return;
+      case MrCheck::access_denied:
+        terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::remote_protection),
+                  static_cast<std::uint8_t>(w::RdmapError::access_violation), std::string(to_string(c)));
+        return;
+    }
+  }
+
+  void handle_cm(NetAddr from, const w::FrameHeader& h, std::span<const std::uint8_t> body) {
+    if (body.size() < sizeof(w::CmHdrWire)) {
+      ctr_.rx_bad_frames++;
+      return;
+    }
+    w::CmHdrWire c;
+    std::memcpy(&c, body.data(), sizeof c);
+    const std::size_t pd_len = c.private_data_len.get();
+    if (pd_len > body.size() - sizeof c || pd_len > limits_.max_private_data) {
+      ctr_.rx_bad_frames++;
+      return;
+    }
+    const auto pd = body.subspan(sizeof c, pd_len);
+    const std::uint32_t conn_id = c.conn_id.get();
+    switch (static_cast<w::CmOp>(c.op)) {
+      case w::CmOp::connect_request: {
+        for (ConnRequest* r : reqs_) {
+          if (r->from == from && r->conn_id == conn_id && r->src_qpn == h.src_qpn) {
+            if (r->phase == ReqPhase::rejected) send_reject(*r, false);
+            return;  // pending: the consumer decides; accepted: the QP retransmits its reply
+          }
+        }
+        auto l = listeners_.find(c.conn_qual.get());
+        if (l == listeners_.end()) {
+          ConnRequest tmp;
+          tmp.from = from;
+          tmp.src_qpn = h.src_qpn;
+          tmp.conn_id = conn_id;
+          tmp.conn_qual = c.conn_qual.get();
+          send_reject(tmp, true);
+          return;
+        }
+        auto* r = new ConnRequest;
+        r->from = from;
+        r->src_qpn = h.src_qpn;
+        r->conn_id = conn_id;
+        r->init_seq = c.init_seq.get();
+        r->conn_qual = c.conn_qual.get();
+        reqs_.push_back(r);
+        l->second(r, ConnRequestInfo{from, r->conn_qual, std::vector<std::uint8_t>(pd.begin(), pd.end())});
+        return;
+      }
+      case w::CmOp::connect_reply: {
+        auto it = qps_.find(h.dst_qpn);
+        if (it == qps_.end() || it->second->conn_id != conn_id || it->second->peer != from) {
+          ctr_.rx_unknown_qp++;
+          return;
+        }
+        Qp& qp = *it->second;
+        if (qp.cm == CmPhase::connecting) {
+          qp.peer_qpn = h.src_qpn;
+          qp.rcv_nxt = c.init_seq.get();
+          qp.state = QpState::rts;
+          qp.cm = CmPhase::connected;
+          send_cm(qp, w::CmOp::ready_to_use, 0);
+          if (qp.init.on_event)
+            qp.init.on_event(&qp, CmEvent{CmEventType::established, std::vector<std::uint8_t>(pd.begin(), pd.end()), ""});
+        } else if (qp.cm == CmPhase::connected && qp.peer_qpn == h.src_qpn) {
+          send_cm(qp, w::CmOp::ready_to_use, 0);  // our confirmation was lost
+        }
+        return;
+      }
+      case w::CmOp::reject: {
+        auto it = qps_.find(h.dst_qpn);
+        if (it == qps_.end() || it->second->conn_id != conn_id || it->second->cm != CmPhase::connecting) return;
+        Qp& qp = *it->second;
+        flush_qp(qp);
+        qp.state = QpState::error;
+        qp.cm = CmPhase::closed;
+        if (qp.init.on_event)
+          qp.init.on_event(&qp, CmEvent{c.reserved ? CmEventType::no_listener : CmEventType::rejected,
+                                        std::vector<std::uint8_t>(pd.begin(), pd.end()), ""});
+        return;
+      }
+      case w::CmOp::ready_to_use: {
+        auto it = qps_.find(h.dst_qpn);
+        if (it == qps_.end() || it->second->conn_id != conn_id || it->second->peer != from) return;
+        if (it->second->cm == CmPhase::accepting) established_passive(*it->second);
+        return;
+      }
+    }
+    ctr_.rx_bad_frames++;
+  }
+
+  DeviceConfig cfg_;
+  std::unique_ptr<netdev::Netdev> nd_;
+  Limits limits_;
+  mutable std::mutex mu_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  MrTable mrs_;
+  std::uint32_t pds_ = 0, next_pd_ = 1, next_qpn_ = 1;
+  std::unordered_map<std::uint32_t, Qp*> qps_;
+  std::map<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>> listeners_;
+  std::vector<ConnRequest*> reqs_;
+  std::vector<Qp*> ack_list_;
+  std::vector<std::uint8_t> rx_bufs_, tx_gather_;
+  std::vector<netdev::RxFrame> rx_frames_;
+  std::size_t window_bytes_ = 0;
+  std::mt19937 rng_;
+  DeviceCounters ctr_{};
+};
+
+}  // namespace
+
+std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string& error) {
+  auto nd = netdev::make_netdev(cfg.netdev, error);
+  if (!nd) return nullptr;
+  return std::make_unique<DeviceImpl>(cfg, std::move(nd));
+}
+
+}  // namespace softrnic

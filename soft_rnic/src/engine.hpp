@@ -1,0 +1,118 @@
+// Internal objects of the soft RNIC engine. Everything here is guarded by the device lock.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "mr_table.hpp"
+#include "softrnic/rnic.hpp"
+
+namespace softrnic {
+
+using Clock = std::chrono::steady_clock;
+
+struct Cq {
+  std::mutex mu;  // guards q (poll_cq runs without the device lock)
+  std::deque<Wc> q;
+  std::uint32_t depth = 0;
+  std::uint64_t overflows = 0;
+  std::uint32_t users = 0;  // QPs attached
+  std::function<void()> notify;
+};
+
+struct RecvWqe {
+  std::uint64_t wr_id = 0;
+  std::vector<Sge> sgl;
+  std::uint64_t capacity = 0;
+  std::uint64_t placed = 0;
+  std::uint64_t msg_len = 0;
+  bool last_seen = false;
+  bool done = false;
+};
+
+struct SendWqe {
+  std::uint64_t wr_id = 0;
+  WcOpcode opcode = WcOpcode::send;
+  bool signaled = true;
+  std::uint32_t end_seq = 0;  // sequence number after its last frame
+  std::uint32_t byte_len = 0;
+};
+
+// A sequenced frame: its headers (frame, DDP, RDMAP) are kept here; its payload stays in the
+// consumer's registered memory until the frame is acknowledged (the buffer belongs to the RNIC
+// until the work request completes). Ack and CRC are stamped at each transmission.
+struct SeqFrame {
+  static constexpr std::size_t kMaxHead = 96;
+  std::uint32_t seq = 0;
+  std::uint8_t head_len = 0;
+  std::array<std::uint8_t, kMaxHead> head{};
+  std::shared_ptr<const std::vector<Sge>> sgl;  // payload source, null when there is none
+  std::uint64_t sgl_off = 0;
+  std::uint32_t len = 0;
+  Clock::time_point sent{};
+  bool retransmitted = false;
+};
+
+enum class CmPhase : std::uint8_t { none, connecting, accepting, connected, disconnecting, closed };
+
+struct Qp {
+  std::uint32_t qpn = 0;
+  QpInit init;
+  QpState state = QpState::idle;
+  CmPhase cm = CmPhase::none;
+  NetAddr peer{};
+  std::uint32_t peer_qpn = 0;
+
+  // Connection management.
+  std::uint32_t conn_id = 0;
+  std::uint64_t conn_qual = 0;
+  std::vector<std::uint8_t> cm_private;  // what our REQ/REP carries, for retransmission
+  Clock::time_point cm_deadline{};
+  Clock::time_point cm_next_tx{};
+  ConnRequest* req = nullptr;  // passive side: the request we accepted
+
+  // Reliable sequenced stream, send side.
+  std::uint32_t snd_nxt = 0;
+  std::uint32_t snd_una = 0;
+  std::deque<SeqFrame> inflight;  // sent, not acknowledged
+  std::deque<SeqFrame> backlog;   // waiting for window
+  std::size_t inflight_bytes = 0;
+  Clock::time_point rto_deadline{};
+  std::chrono::microseconds rto{0};
+  double srtt_us = 0, rttvar_us = 0;  // RFC 6298 estimator; srtt 0 = no sample yet
+  int retries = 0;
+  std::uint32_t disc_seq = 0;  // sequence after our disconnect frame
+
+  // Receive side.
+  std::uint32_t rcv_nxt = 0;
+  bool ack_needed = false;
+
+  // RDMAP/DDP.
+  std::uint32_t send_msn = 1;  // next MSN on QN 0
+  std::uint32_t recv_msn = 1;  // MSN of rq.front()
+  std::deque<RecvWqe> rq;
+  std::deque<SendWqe> sq;  // posted, not completed, in order
+
+  QpCounters ctr{};
+};
+
+enum class ReqPhase : std::uint8_t { pending, accepted, rejected };
+
+struct ConnRequest {
+  NetAddr from{};
+  std::uint32_t src_qpn = 0;
+  std::uint32_t conn_id = 0;
+  std::uint32_t init_seq = 0;
+  std::uint64_t conn_qual = 0;
+  ReqPhase phase = ReqPhase::pending;
+  std::vector<std::uint8_t> reply_private;
+  Clock::time_point decided{};
+};
+
+}  // namespace softrnic

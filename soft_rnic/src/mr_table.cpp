@@ -1,0 +1,65 @@
+#include "mr_table.hpp"
+
+namespace softrnic {
+
+std::string_view to_string(MrCheck c) {
+  switch (c) {
+    case MrCheck::ok: return "ok";
+    case MrCheck::invalid_stag: return "invalid STag";
+    case MrCheck::key_mismatch: return "STag key mismatch";
+    case MrCheck::pd_mismatch: return "STag not in this protection zone";
+    case MrCheck::out_of_bounds: return "access outside the region's bounds";
+    case MrCheck::access_denied: return "access rights not granted";
+  }
+  return "?";
+}
+
+Status MrTable::reg(Pd* pd, std::uint64_t addr, std::uint64_t length, Access access, Mr*& out) {
+  if (!pd || length == 0 || addr + length < addr) return Status::invalid_param;
+  if (live_ >= max_) return Status::insufficient_resources;
+  std::uint32_t idx;
+  if (!free_.empty()) {
+    idx = free_.back();
+    free_.pop_back();
+  } else {
+    if (slots_.size() >= (1u << 24)) return Status::insufficient_resources;
+    idx = static_cast<std::uint32_t>(slots_.size());
+    slots_.push_back({});
+  }
+  Slot& s = slots_[idx];
+  s.key = static_cast<std::uint8_t>(s.key + 1);
+  auto* mr = new Mr{idx << 8 | s.key, pd, addr, length, access};
+  s.mr = mr;
+  pd->users++;
+  live_++;
+  out = mr;
+  return Status::ok;
+}
+
+Status MrTable::dereg(Mr* mr) {
+  const std::uint32_t idx = mr->stag >> 8;
+  if (idx == 0 || idx >= slots_.size() || slots_[idx].mr != mr) return Status::invalid_param;
+  slots_[idx].mr = nullptr;
+  free_.push_back(idx);
+  mr->pd->users--;
+  live_--;
+  delete mr;
+  return Status::ok;
+}
+
+MrCheck MrTable::check(std::uint32_t stag, const Pd* pd, std::uint64_t addr, std::uint64_t len,
+                       Access need, Mr** found) const {
+  const std::uint32_t idx = stag >> 8;
+  if (idx == 0 || idx >= slots_.size()) return MrCheck::invalid_stag;
+  const Slot& s = slots_[idx];
+  if (!s.mr) return MrCheck::invalid_stag;
+  if (s.key != (stag & 0xFF)) return MrCheck::key_mismatch;
+  const Mr& mr = *s.mr;
+  if (mr.pd != pd) return MrCheck::pd_mismatch;
+  if (addr < mr.addr || addr + len < addr || addr + len > mr.addr + mr.length) return MrCheck::out_of_bounds;
+  if (!has(mr.access, need)) return MrCheck::access_denied;
+  if (found) *found = s.mr;
+  return MrCheck::ok;
+}
+
+}  // namespace softrnic

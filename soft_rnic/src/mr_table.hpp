@@ -1,0 +1,56 @@
+// Protection zones and memory regions: STags with a key byte, access rights, bounds, PZ match.
+// Not thread-safe: the device lock guards it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "softrnic/rnic.hpp"
+
+namespace softrnic {
+
+struct Pd {
+  std::uint32_t id = 0;
+  std::uint32_t users = 0;  // MRs and QPs on this PD
+};
+
+struct Mr {
+  std::uint32_t stag = 0;
+  Pd* pd = nullptr;
+  std::uint64_t addr = 0;
+  std::uint64_t length = 0;
+  Access access = Access::none;
+};
+
+enum class MrCheck : std::uint8_t {
+  ok,
+  invalid_stag,   // no such index, or freed
+  key_mismatch,   // index valid, key byte stale
+  pd_mismatch,    // not in the QP's protection zone
+  out_of_bounds,  // [addr, addr+len) not inside the region (or wraps)
+  access_denied,  // the region does not grant the access asked for
+};
+std::string_view to_string(MrCheck c);
+
+class MrTable {
+ public:
+  explicit MrTable(std::uint32_t max_mr) : max_(max_mr) {}
+  Status reg(Pd* pd, std::uint64_t addr, std::uint64_t length, Access access, Mr*& out);
+  Status dereg(Mr* mr);
+  // Looks up `stag` and checks it for an access of `len` bytes at `addr` from `pd`.
+  MrCheck check(std::uint32_t stag, const Pd* pd, std::uint64_t addr, std::uint64_t len, Access need,
+                Mr** found = nullptr) const;
+  std::size_t live() const { return live_; }
+
+ private:
+  struct Slot {
+    Mr* mr = nullptr;
+    std::uint8_t key = 0;
+  };
+  std::uint32_t max_;
+  std::vector<Slot> slots_{Slot{}};  // index 0 unused: STag 0 is never valid
+  std::vector<std::uint32_t> free_;
+  std::size_t live_ = 0;
+};
+
+}  // namespace softrnic

@@ -1,0 +1,97 @@
+// The project's own framing for iWARP over UDP (docs/wire.md): a 20-byte header that names the
+// destination QP and carries sequence/ack numbers, one body (a DDP segment, an ACK, a
+// connection-management message or an in-stream control), and a CRC32c trailer.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "softrnic/wire/be.hpp"
+
+namespace softrnic::wire {
+
+inline constexpr std::uint8_t kFrameVersion = 1;
+
+enum class FrameType : std::uint8_t {
+  ddp = 1,          // sequenced: one DDP segment
+  ack = 2,          // not sequenced: acknowledgement only
+  cm = 3,           // not sequenced: connection management (CmHdr + private data)
+  stream_ctrl = 4,  // sequenced: in-stream control (StreamCtrlHdr)
+};
+
+enum FrameFlags : std::uint8_t {
+  kFlagAckValid = 0x01,
+};
+
+struct FrameHdrWire {
+  std::uint8_t ver_type;  // version << 4 | type
+  std::uint8_t flags;
+  Be16 reserved;
+  Be32 dst_qpn;
+  Be32 src_qpn;
+  Be32 seq;
+  Be32 ack;  // cumulative: next sequence number expected from the peer
+};
+static_assert(sizeof(FrameHdrWire) == 20);
+
+inline constexpr std::size_t kFrameHeaderLen = sizeof(FrameHdrWire);
+inline constexpr std::size_t kFrameTrailerLen = 4;
+inline constexpr std::size_t kFrameOverhead = kFrameHeaderLen + kFrameTrailerLen;
+
+struct FrameHeader {
+  FrameType type = FrameType::ddp;
+  std::uint8_t flags = 0;
+  std::uint32_t dst_qpn = 0;
+  std::uint32_t src_qpn = 0;
+  std::uint32_t seq = 0;
+  std::uint32_t ack = 0;
+};
+
+enum class CmOp : std::uint8_t {
+  connect_request = 1,
+  connect_reply = 2,
+  reject = 3,
+  ready_to_use = 4,  // initiator confirms the reply
+};
+
+struct CmHdrWire {
+  std::uint8_t op;
+  std::uint8_t reserved;
+  Be16 private_data_len;
+  Be16 ird;
+  Be16 ord;
+  Be64 conn_qual;
+  Be32 conn_id;   // chosen by the initiator; names the attempt in retransmissions
+  Be32 init_seq;  // first sequence number the sender will use on the connection
+};
+static_assert(sizeof(CmHdrWire) == 24);
+
+enum class StreamCtrlOp : std::uint32_t {
+  disconnect = 1,  // graceful close: every earlier frame of the stream has been delivered
+};
+struct StreamCtrlWire {
+  Be32 op;
+};
+static_assert(sizeof(StreamCtrlWire) == 4);
+
+enum class FrameError : std::uint8_t { none, too_short, bad_version, bad_type, bad_crc };
+std::string_view to_string(FrameError e);
+
+// Writes the header at the start of `out` (which must hold kFrameHeaderLen bytes).
+void write_frame_header(std::span<std::uint8_t> out, const FrameHeader& h);
+
+// Appends the CRC32c trailer after the first `len` bytes of `buf` (which must hold len + 4) and
+// returns the datagram length.
+std::size_t seal_frame(std::span<std::uint8_t> buf, std::size_t len);
+
+// The trailer for a frame whose CRC32c is `crc` (little-endian image).
+std::array<std::uint8_t, kFrameTrailerLen> frame_trailer(std::uint32_t crc);
+
+// Checks a received datagram (length, version, type, CRC) and splits it into header and body.
+FrameError open_frame(std::span<const std::uint8_t> dgram, FrameHeader& hdr,
+                      std::span<const std::uint8_t>& body);
+
+}  // namespace softrnic::wire
