@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine.hpp"
 #include "softrnic/wire/crc32c.hpp"
@@ -89,6 +90,9 @@ class DeviceImpl final : public Device {
     thread_.join();
     for (auto& [n, qp] : qps_) delete qp;
     for (auto* r : reqs_) delete r;
+    mrs_.clear();
+    for (Cq* cq : cqs_) delete cq;
+    for (Pd* pd : pd_set_) delete pd;
   }
 
   NetAddr address() const override { return nd_->local_addr(); }
@@ -105,15 +109,16 @@ class DeviceImpl final : public Device {
   // ---- PD / MR ----
   Pd* alloc_pd() override {
     std::lock_guard lk(mu_);
-    if (pds_ >= limits_.max_pd) return nullptr;
-    pds_++;
-    return new Pd{next_pd_++, 0};
+    if (pd_set_.size() >= limits_.max_pd) return nullptr;
+    Pd* pd = new Pd{next_pd_++, 0};
+    pd_set_.insert(pd);
+    return pd;
   }
   Status dealloc_pd(Pd* pd) override {
     std::lock_guard lk(mu_);
-    if (!pd) return Status::invalid_param;
+    if (!pd || !pd_set_.count(pd)) return Status::invalid_param;
     if (pd->users) return Status::in_use;
-    pds_--;
+    pd_set_.erase(pd);
     delete pd;
     return Status::ok;
   }
@@ -136,12 +141,15 @@ class DeviceImpl final : public Device {
     auto* cq = new Cq;
     cq->depth = depth;
     cq->notify = std::move(notify);
+    std::lock_guard lk(mu_);
+    cqs_.insert(cq);
     return cq;
   }
   Status destroy_cq(Cq* cq) override {
     std::lock_guard lk(mu_);
-    if (!cq) return Status::invalid_param;
+    if (!cq || !cqs_.count(cq)) return Status::invalid_param;
     if (cq->users) return Status::in_use;
+    cqs_.erase(cq);
     delete cq;
     return Status::ok;
   }
@@ -1021,7 +1029,9 @@ class DeviceImpl final : public Device {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   MrTable mrs_;
-  std::uint32_t pds_ = 0, next_pd_ = 1, next_qpn_ = 1;
+  std::uint32_t next_pd_ = 1, next_qpn_ = 1;
+  std::unordered_set<Pd*> pd_set_;
+  std::unordered_set<Cq*> cqs_;
   std::unordered_map<std::uint32_t, Qp*> qps_;
   std::map<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>> listeners_;
   std::vector<ConnRequest*> reqs_;

@@ -36,6 +36,14 @@ Status MrTable::reg(Pd* pd, std::uint64_t addr, std::uint64_t length, Access acc
   return Status::ok;
 }
 
+void MrTable::clear() {
+  for (Slot& s : slots_) {
+    delete s.mr;
+    s.mr = nullptr;
+  }
+  live_ = 0;
+}
+
 Status MrTable::dereg(Mr* mr) {
   const std::uint32_t idx = mr->stag >> 8;
   if (idx == 0 || idx >= slots_.size() || slots_[idx].mr != mr) return Status::invalid_param;

@@ -35,6 +35,11 @@ std::string_view to_string(MrCheck c);
 class MrTable {
  public:
   explicit MrTable(std::uint32_t max_mr) : max_(max_mr) {}
+  ~MrTable() { clear(); }
+  MrTable(const MrTable&) = delete;
+  MrTable& operator=(const MrTable&) = delete;
+  // Frees every region.
+  void clear();
   Status reg(Pd* pd, std::uint64_t addr, std::uint64_t length, Access access, Mr*& out);
   Status dereg(Mr* mr);
   // Looks up `stag` and checks it for an access of `len` bytes at `addr` from `pd`.

@@ -1,0 +1,373 @@
+// Two soft RNICs in one process over the loopback netdev: connection management, Send/Receive
+// with segmentation, RDMA Write, protection checks that terminate, disconnect with flush.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <numeric>
+#include <vector>
+
+#include "softrnic/rnic.hpp"
+
+using namespace softrnic;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Collects events and completions from callbacks; waits with a bound.
+struct Sink {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<CmEvent> events;
+  std::deque<std::pair<ConnRequest*, ConnRequestInfo>> requests;
+
+  void on_event(const CmEvent& e) {
+    std::lock_guard lk(mu);
+    events.push_back(e);
+    cv.notify_all();
+  }
+  void on_request(ConnRequest* r, const ConnRequestInfo& i) {
+    std::lock_guard lk(mu);
+    requests.emplace_back(r, i);
+    cv.notify_all();
+  }
+  bool wait_event(CmEvent& out, std::chrono::milliseconds t = 5000ms) {
+    std::unique_lock lk(mu);
+    if (!cv.wait_for(lk, t, [&] { return !events.empty(); })) return false;
+    out = events.front();
+    events.pop_front();
+    return true;
+  }
+  bool wait_request(ConnRequest*& r, ConnRequestInfo& i, std::chrono::milliseconds t = 5000ms) {
+    std::unique_lock lk(mu);
+    if (!cv.wait_for(lk, t, [&] { return !requests.empty(); })) return false;
+    std::tie(r, i) = requests.front();
+    requests.pop_front();
+    return true;
+  }
+};
+
+bool poll_one(Device& d, Cq* cq, Wc& wc, std::chrono::milliseconds t = 5000ms) {
+  const auto end = std::chrono::steady_clock::now() + t;
+  while (std::chrono::steady_clock::now() < end) {
+    if (d.poll_cq(cq, {&wc, 1}) == 1) return true;
+    std::this_thread::sleep_for(100us);
+  }
+  return false;
+}
+
+struct Side {
+  std::unique_ptr<Device> dev;
+  Pd* pd = nullptr;
+  Cq* scq = nullptr;
+  Cq* rcq = nullptr;
+  Qp* qp = nullptr;
+  Sink sink;
+  std::vector<std::uint8_t> buf;
+  Mr* mr = nullptr;
+
+  void open(std::uint16_t port, std::size_t max_dgram = 1472) {
+    DeviceConfig c;
+    c.netdev.kind = "loopback";
+    c.netdev.port = port;
+    c.netdev.max_datagram = max_dgram;
+    std::string e;
+    dev = Device::open(c, e);
+    ASSERT_TRUE(dev) << e;
+    pd = dev->alloc_pd();
+    scq = dev->create_cq(1024, nullptr);
+    rcq = dev->create_cq(1024, nullptr);
+    QpInit init;
+    init.pd = pd;
+    init.send_cq = scq;
+    init.recv_cq = rcq;
+    init.max_sge = 4;
+    init.on_event = [this](Qp*, const CmEvent& ev) { sink.on_event(ev); };
+    ASSERT_EQ(dev->create_qp(init, qp), Status::ok);
+    buf.assign(1 << 20, 0);
+    ASSERT_EQ(dev->reg_mr(pd, buf.data(), buf.size(), Access::local_write | Access::remote_write, mr), Status::ok);
+  }
+  Sge sge(std::size_t off, std::uint32_t len) const {
+    return Sge{stag(), reinterpret_cast<std::uintptr_t>(buf.data()) + off, len};
+  }
+  std::uint32_t stag() const { return dev->query_mr(mr).stag; }
+  std::uint64_t addr(std::size_t off = 0) const { return reinterpret_cast<std::uintptr_t>(buf.data()) + off; }
+};
+
+struct Pair : ::testing::Test {
+  Side a, b;  // a connects to b
+  static constexpr std::uint64_t kQual = 77;
+  std::uint16_t base = 0;
+
+  void SetUp() override {
+    static std::uint16_t next = 9000;
+    base = next;
+    next = static_cast<std::uint16_t>(next + 10);
+    a.open(base);
+    b.open(static_cast<std::uint16_t>(base + 1));
+  }
+
+  void connect(const std::vector<std::uint8_t>& req_pd = {}, const std::vector<std::uint8_t>& rep_pd = {}) {
+    ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
+              Status::ok);
+    ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), kQual, req_pd, 5000ms), Status::ok);
+    ConnRequest* r = nullptr;
+    ConnRequestInfo info;
+    ASSERT_TRUE(b.sink.wait_request(r, info));
+    EXPECT_EQ(info.conn_qual, kQual);
+    EXPECT_EQ(info.private_data, req_pd);
+    EXPECT_EQ(info.remote, a.dev->address());
+    ASSERT_EQ(b.dev->accept(r, b.qp, rep_pd), Status::ok);
+    CmEvent ea, eb;
+    ASSERT_TRUE(a.sink.wait_event(ea));
+    EXPECT_EQ(ea.type, CmEventType::established);
+    EXPECT_EQ(ea.private_data, rep_pd);
+    ASSERT_TRUE(b.sink.wait_event(eb));
+    EXPECT_EQ(eb.type, CmEventType::established);
+    EXPECT_EQ(a.dev->qp_state(a.qp), QpState::rts);
+    EXPECT_EQ(b.dev->qp_state(b.qp), QpState::rts);
+  }
+};
+
+}  // namespace
+
+TEST_F(Pair, ConnectWithPrivateDataBothWays) {
+  std::vector<std::uint8_t> req(64), rep(256);
+  std::iota(req.begin(), req.end(), 1);
+  std::iota(rep.begin(), rep.end(), 7);
+  connect(req, rep);
+}
+
+TEST_F(Pair, PrivateDataOverTheLimitIsRefused) {
+  std::vector<std::uint8_t> big(257);
+  EXPECT_EQ(a.dev->connect(a.qp, b.dev->address(), kQual, big, 1000ms), Status::length_error);
+  EXPECT_EQ(a.dev->qp_state(a.qp), QpState::idle) << "nothing happened";
+}
+
+TEST_F(Pair, RejectCarriesPrivateData) {
+  ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }), Status::ok);
+  ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), kQual, {}, 5000ms), Status::ok);
+  ConnRequest* r = nullptr;
+  ConnRequestInfo info;
+  ASSERT_TRUE(b.sink.wait_request(r, info));
+  const std::vector<std::uint8_t> why = {'n', 'o'};
+  ASSERT_EQ(b.dev->reject(r, why), Status::ok);
+  EXPECT_EQ(b.dev->reject(r, why), Status::invalid_state) << "a request is decided once";
+  CmEvent e;
+  ASSERT_TRUE(a.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::rejected);
+  EXPECT_EQ(e.private_data, why);
+}
+
+TEST_F(Pair, NoListenerIsANonPeerReject) {
+  ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), 1234, {}, 5000ms), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(a.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::no_listener);
+}
+
+TEST_F(Pair, NoPeerTimesOut) {
+  ASSERT_EQ(a.dev->connect(a.qp, NetAddr{0x7F000001, 1}, kQual, {}, 300ms), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(a.sink.wait_event(e, 5000ms));
+  EXPECT_EQ(e.type, CmEventType::unreachable);
+}
+
+TEST_F(Pair, SendsOfManySizesArriveInOrder) {
+  // Receives posted before the connection exists are kept.
+  const std::vector<std::uint32_t> sizes = {0, 1, 1400, 1430, 1431, 4096, 65536, 300000};
+  std::size_t off = 0;
+  std::vector<std::size_t> offs;
+  for (std::uint32_t s : sizes) {
+    const Sge g = b.sge(off, s == 0 ? 16 : s);
+    ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{off, {&g, 1}}), Status::ok);
+    offs.push_back(off);
+    off += s + 16;
+  }
+  connect();
+  for (std::size_t i = 0; i < a.buf.size(); ++i) a.buf[i] = static_cast<std::uint8_t>(i * 31 + 7);
+  std::size_t src = 0;
+  for (std::uint32_t s : sizes) {
+    const Sge g = a.sge(src, s);
+    ASSERT_EQ(a.dev->post_send(a.qp, SendWr{s, SendOpcode::send, {&g, s ? 1u : 0u}}), Status::ok);
+    src += s;
+  }
+  src = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    Wc wc;
+    ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc)) << "receive " << i;
+    EXPECT_EQ(wc.status, WcStatus::success);
+    EXPECT_EQ(wc.opcode, WcOpcode::recv);
+    EXPECT_EQ(wc.wr_id, offs[i]) << "completions in posting order";
+    EXPECT_EQ(wc.byte_len, sizes[i]);
+    EXPECT_EQ(0, std::memcmp(b.buf.data() + offs[i], a.buf.data() + src, sizes[i])) << "size " << sizes[i];
+    src += sizes[i];
+    Wc sc;
+    ASSERT_TRUE(poll_one(*a.dev, a.scq, sc));
+    EXPECT_EQ(sc.status, WcStatus::success);
+    EXPECT_EQ(sc.wr_id, sizes[i]);
+    EXPECT_EQ(sc.byte_len, sizes[i]);
+  }
+  EXPECT_EQ(a.dev->counters().retransmits, 0u);
+}
+
+TEST_F(Pair, ScatterGatherAcrossSges) {
+  const Sge rg[3] = {b.sge(0, 10), b.sge(100, 3000), b.sge(5000, 90)};
+  ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{1, rg}), Status::ok);
+  connect();
+  for (std::size_t i = 0; i < 4000; ++i) a.buf[i] = static_cast<std::uint8_t>(i);
+  const Sge sg[2] = {a.sge(0, 1000), a.sge(1000, 2000)};
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{2, SendOpcode::send, sg}), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  EXPECT_EQ(wc.byte_len, 3000u);
+  EXPECT_EQ(0, std::memcmp(b.buf.data(), a.buf.data(), 10));
+  EXPECT_EQ(0, std::memcmp(b.buf.data() + 100, a.buf.data() + 10, 2990));
+}
+
+TEST_F(Pair, RdmaWriteThenSendIsOrdered) {
+  const Sge rg = b.sge(0, 64);
+  ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{9, {&rg, 1}}), Status::ok);
+  connect();
+  for (std::size_t i = 0; i < 200000; ++i) a.buf[i] = static_cast<std::uint8_t>(i ^ 0x5A);
+  const Sge w = a.sge(0, 200000);
+  SendWr wr{5, SendOpcode::rdma_write, {&w, 1}, b.stag(), b.addr(4096)};
+  ASSERT_EQ(a.dev->post_send(a.qp, wr), Status::ok);
+  const Sge s = a.sge(0, 8);
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{6, SendOpcode::send, {&s, 1}, 0, 0, false}), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  EXPECT_EQ(wc.wr_id, 9u);
+  EXPECT_EQ(0, std::memcmp(b.buf.data() + 4096, a.buf.data(), 200000)) << "the write landed before the send completed";
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.wr_id, 5u);
+  EXPECT_EQ(wc.opcode, WcOpcode::rdma_write);
+  EXPECT_FALSE(poll_one(*a.dev, a.scq, wc, 100ms)) << "the unsignaled send makes no completion";
+}
+
+namespace {
+
+// A write the target must refuse: it terminates the connection and places nothing.
+void expect_refused_write(Pair& p, std::uint32_t stag, std::uint64_t addr, std::uint32_t len) {
+  std::fill(p.b.buf.begin(), p.b.buf.end(), 0xEE);
+  const Sge w = p.a.sge(0, len);
+  ASSERT_EQ(p.a.dev->post_send(p.a.qp, SendWr{1, SendOpcode::rdma_write, {&w, 1}, stag, addr}), Status::ok);
+  CmEvent ea, eb;
+  ASSERT_TRUE(p.b.sink.wait_event(eb));
+  EXPECT_EQ(eb.type, CmEventType::broken);
+  EXPECT_NE(eb.reason.find("sent Terminate"), std::string::npos) << eb.reason;
+  ASSERT_TRUE(p.a.sink.wait_event(ea));
+  EXPECT_EQ(ea.type, CmEventType::broken);
+  EXPECT_NE(ea.reason.find("peer sent Terminate"), std::string::npos) << ea.reason;
+  EXPECT_TRUE(std::all_of(p.b.buf.begin(), p.b.buf.end(), [](std::uint8_t c) { return c == 0xEE; }))
+      << "no byte placed";
+  EXPECT_EQ(p.b.dev->counters().terminates_sent, 1u);
+  EXPECT_EQ(p.a.dev->counters().terminates_received, 1u);
+}
+
+}  // namespace
+
+TEST_F(Pair, WriteWithWrongKeyTerminates) {
+  connect();
+  expect_refused_write(*this, b.stag() ^ 0x01, b.addr(), 100);
+}
+
+TEST_F(Pair, WriteOutOfBoundsTerminates) {
+  connect();
+  expect_refused_write(*this, b.stag(), b.addr(b.buf.size() - 50), 100);
+}
+
+TEST_F(Pair, WriteWithoutRemoteWriteAccessTerminates) {
+  Mr* ro = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), 4096, Access::local_write, ro), Status::ok);
+  connect();
+  expect_refused_write(*this, b.dev->query_mr(ro).stag, b.addr(), 100);
+}
+
+TEST_F(Pair, WriteToAnotherProtectionZoneTerminates) {
+  Pd* other = b.dev->alloc_pd();
+  Mr* mr = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(other, b.buf.data(), 4096, Access::remote_write, mr), Status::ok);
+  connect();
+  expect_refused_write(*this, b.dev->query_mr(mr).stag, b.addr(), 100);
+}
+
+TEST_F(Pair, SendWithoutReceiveBufferTerminates) {
+  connect();
+  const Sge s = a.sge(0, 8);
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::send, {&s, 1}}), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(b.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::broken);
+  EXPECT_NE(e.reason.find("no receive buffer posted for MSN 1"), std::string::npos) << e.reason;
+}
+
+TEST_F(Pair, SendLargerThanReceiveBufferTerminates) {
+  const Sge rg = b.sge(0, 10);
+  ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{1, {&rg, 1}}), Status::ok);
+  connect();
+  const Sge s = a.sge(0, 11);
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::send, {&s, 1}}), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(b.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::broken);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  EXPECT_EQ(wc.status, WcStatus::flushed);
+}
+
+TEST_F(Pair, LocalChecksRefuseBadPosts) {
+  Sge bad = a.sge(0, 8);
+  bad.lkey ^= 1;
+  EXPECT_EQ(a.dev->post_recv(a.qp, RecvWr{1, {&bad, 1}}), Status::protection_violation);
+  Mr* ro = nullptr;
+  ASSERT_EQ(a.dev->reg_mr(a.pd, a.buf.data(), 64, Access::local_read, ro), Status::ok);
+  const Sge ros{a.dev->query_mr(ro).stag, a.addr(), 64};
+  EXPECT_EQ(a.dev->post_recv(a.qp, RecvWr{1, {&ros, 1}}), Status::protection_violation) << "receive needs local write";
+  const Sge s = a.sge(0, 8);
+  EXPECT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::send, {&s, 1}}), Status::invalid_state) << "not connected";
+  const Sge five[5] = {s, s, s, s, s};
+  EXPECT_EQ(a.dev->post_recv(a.qp, RecvWr{1, five}), Status::invalid_param) << "more SGEs than max_sge";
+}
+
+TEST_F(Pair, GracefulDisconnectFlushesReceives) {
+  const Sge rg = b.sge(0, 64);
+  ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{42, {&rg, 1}}), Status::ok);
+  connect();
+  ASSERT_EQ(a.dev->disconnect(a.qp, true), Status::ok);
+  CmEvent ea, eb;
+  ASSERT_TRUE(a.sink.wait_event(ea));
+  EXPECT_EQ(ea.type, CmEventType::disconnected);
+  ASSERT_TRUE(b.sink.wait_event(eb));
+  EXPECT_EQ(eb.type, CmEventType::disconnected);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  EXPECT_EQ(wc.wr_id, 42u);
+  EXPECT_EQ(wc.status, WcStatus::flushed);
+  EXPECT_EQ(a.dev->qp_state(a.qp), QpState::idle);
+  const Sge s = a.sge(0, 8);
+  EXPECT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::send, {&s, 1}}), Status::invalid_state);
+}
+
+TEST_F(Pair, AbruptDisconnectReachesThePeer) {
+  connect();
+  ASSERT_EQ(a.dev->disconnect(a.qp, false), Status::ok);
+  CmEvent ea, eb;
+  ASSERT_TRUE(a.sink.wait_event(ea));
+  EXPECT_EQ(ea.type, CmEventType::disconnected);
+  ASSERT_TRUE(b.sink.wait_event(eb));
+  EXPECT_EQ(eb.type, CmEventType::disconnected);
+  EXPECT_EQ(a.dev->qp_state(a.qp), QpState::error);
+}
+
+TEST_F(Pair, ResourcesInUseAreNotFreed) {
+  EXPECT_EQ(a.dev->dealloc_pd(a.pd), Status::in_use);
+  EXPECT_EQ(a.dev->destroy_cq(a.scq), Status::in_use);
+  ASSERT_EQ(a.dev->destroy_qp(a.qp), Status::ok);
+  EXPECT_EQ(a.dev->destroy_cq(a.scq), Status::ok);
+  EXPECT_EQ(a.dev->dereg_mr(a.mr), Status::ok);
+  EXPECT_EQ(a.dev->dealloc_pd(a.pd), Status::ok);
+  a.qp = nullptr;
+}

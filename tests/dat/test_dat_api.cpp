@@ -1,0 +1,333 @@
+// Our own DAT consumer tests, through libdat2 and dat.conf (DAT_OVERRIDE is set by ctest).
+// The IA `softrnic_loopback` runs the RNIC over the in-process loopback netdev, so one process
+// can hold both ends of a connection.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <dat2/udat.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+constexpr DAT_TIMEOUT kWait = 5'000'000;  // 5 s
+constexpr DAT_CONN_QUAL kQual = 4242;
+
+DAT_RETURN type_of(DAT_RETURN r) { return DAT_GET_TYPE(r); }
+
+struct Ia {
+  DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+  DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+  explicit Ia(const char* name = "softrnic_loopback") {
+    EXPECT_EQ(dat_ia_open(const_cast<char*>(name), 8, &async, &ia), DAT_SUCCESS);
+    EXPECT_NE(async, DAT_HANDLE_NULL) << "the provider creates the async EVD";
+    EXPECT_EQ(dat_pz_create(ia, &pz), DAT_SUCCESS);
+  }
+  ~Ia() {
+    if (ia) {
+      EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+    }
+  }
+};
+
+struct End {
+  DAT_EVD_HANDLE req = DAT_HANDLE_NULL, rcv = DAT_HANDLE_NULL, conn = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+  std::vector<char> buf = std::vector<char>(1 << 16);
+  DAT_LMR_HANDLE lmr = DAT_HANDLE_NULL;
+  DAT_LMR_CONTEXT lctx = 0;
+  DAT_RMR_CONTEXT rctx = 0;
+
+  void make(Ia& ia) {
+    ASSERT_EQ(dat_evd_create(ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &req), DAT_SUCCESS);
+    ASSERT_EQ(dat_evd_create(ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &rcv), DAT_SUCCESS);
+    ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn), DAT_SUCCESS);
+    ASSERT_EQ(dat_ep_create(ia.ia, ia.pz, rcv, req, conn, nullptr, &ep), DAT_SUCCESS);
+    DAT_REGION_DESCRIPTION r;
+    r.for_va = buf.data();
+    DAT_VLEN len;
+    DAT_VADDR addr;
+    ASSERT_EQ(dat_lmr_create(ia.ia, DAT_MEM_TYPE_VIRTUAL, r, buf.size(), ia.pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                             &lmr, &lctx, &rctx, &len, &addr),
+              DAT_SUCCESS);
+    EXPECT_EQ(len, buf.size());
+    EXPECT_EQ(addr, reinterpret_cast<DAT_VADDR>(buf.data()));
+  }
+  DAT_LMR_TRIPLET iov(std::size_t off, DAT_SEG_LENGTH len) {
+    DAT_LMR_TRIPLET t;
+    t.lmr_context = lctx;
+    t.virtual_address = reinterpret_cast<DAT_VADDR>(buf.data() + off);
+    t.segment_length = len;
+    return t;
+  }
+};
+
+DAT_EVENT wait_event(DAT_EVD_HANDLE evd) {
+  DAT_EVENT ev;
+  std::memset(&ev, 0, sizeof ev);
+  DAT_COUNT nmore = 0;
+  EXPECT_EQ(dat_evd_wait(evd, kWait, 1, &ev, &nmore), DAT_SUCCESS);
+  return ev;
+}
+
+sockaddr_in ia_address(DAT_IA_HANDLE ia) {
+  DAT_IA_ATTR a;
+  EXPECT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &a, 0, nullptr), DAT_SUCCESS);
+  sockaddr_in s;
+  std::memcpy(&s, a.ia_address_ptr, sizeof s);
+  return s;
+}
+
+// Connects a (active) to b (passive) inside one IA, with `pd` private data each way.
+void connect(Ia& ia, End& a, End& b, DAT_PSP_HANDLE& psp, DAT_EVD_HANDLE& cr_evd) {
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), DAT_SUCCESS);
+  ASSERT_EQ(dat_psp_create(ia.ia, kQual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS);
+  sockaddr_in to = ia_address(ia.ia);
+  std::vector<unsigned char> pd(64);
+  std::iota(pd.begin(), pd.end(), 1);
+  ASSERT_EQ(dat_ep_connect(a.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&to), kQual, kWait, 64, pd.data(),
+                           DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+            DAT_SUCCESS);
+  const DAT_EVENT cr = wait_event(cr_evd);
+  ASSERT_EQ(cr.event_number, DAT_CONNECTION_REQUEST_EVENT);
+  EXPECT_EQ(cr.event_data.cr_arrival_event_data.conn_qual, kQual);
+  EXPECT_EQ(cr.event_data.cr_arrival_event_data.sp_handle.psp_handle, psp);
+  DAT_CR_PARAM p;
+  ASSERT_EQ(dat_cr_query(cr.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &p), DAT_SUCCESS);
+  ASSERT_EQ(p.private_data_size, 64);
+  EXPECT_EQ(0, std::memcmp(p.private_data, pd.data(), 64));
+  auto* mine = static_cast<unsigned char*>(p.private_data);
+  for (int i = 0; i < 64; ++i) mine[i]++;  // consumers may edit the CR's private data in place
+  ASSERT_EQ(dat_cr_accept(cr.event_data.cr_arrival_event_data.cr_handle, b.ep, 64, p.private_data), DAT_SUCCESS);
+  const DAT_EVENT ea = wait_event(a.conn);
+  ASSERT_EQ(ea.event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+  ASSERT_EQ(ea.event_data.connect_event_data.private_data_size, 64);
+  const auto* got = static_cast<const unsigned char*>(ea.event_data.connect_event_data.private_data);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(got[i], i + 2);
+  const DAT_EVENT eb = wait_event(b.conn);
+  ASSERT_EQ(eb.event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+}
+
+}  // namespace
+
+TEST(DatApi, UnknownProviderIsNotFound) {
+  DAT_IA_HANDLE ia;
+  DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+  EXPECT_EQ(type_of(dat_ia_open(const_cast<char*>("no_such_ia"), 8, &async, &ia)), DAT_PROVIDER_NOT_FOUND);
+}
+
+TEST(DatApi, QueryReportsWhatTheRnicEnforces) {
+  Ia ia;
+  DAT_IA_ATTR a;
+  // DAT_PROVIDER_ATTR has a const array member: no default constructor in C++.
+  alignas(DAT_PROVIDER_ATTR) unsigned char raw[sizeof(DAT_PROVIDER_ATTR)] = {};
+  auto& p = *reinterpret_cast<DAT_PROVIDER_ATTR*>(raw);
+  ASSERT_EQ(dat_ia_query(ia.ia, nullptr, DAT_IA_FIELD_ALL, &a, DAT_PROVIDER_FIELD_ALL, &p), DAT_SUCCESS);
+  EXPECT_EQ(p.dapl_version_major, 2u);
+  EXPECT_EQ(p.dapl_version_minor, 0u);
+  EXPECT_EQ(p.is_thread_safe, DAT_FALSE);
+  EXPECT_GE(p.max_private_data_size, 64);
+  EXPECT_EQ(256 % p.optimal_buffer_alignment, 0u);
+  EXPECT_STREQ(p.provider_name, "softrnic_loopback");
+  const auto* sa = reinterpret_cast<const sockaddr_in*>(a.ia_address_ptr);
+  EXPECT_EQ(sa->sin_family, AF_INET);
+  EXPECT_EQ(ntohl(sa->sin_addr.s_addr), 0x7F000001u) << "a real address, not 0.0.0.0";
+  EXPECT_NE(sa->sin_port, 0);
+  EXPECT_GT(a.max_eps, 0);
+}
+
+TEST(DatApi, EndToEndSendRecvWriteDisconnect) {
+  Ia ia;
+  End a, b;
+  a.make(ia);
+  b.make(ia);
+  // Receives posted before the connection.
+  for (int i = 0; i < 2; ++i) {
+    DAT_LMR_TRIPLET t = b.iov(static_cast<std::size_t>(i) * 100, 100);
+    DAT_DTO_COOKIE c;
+    c.as_64 = static_cast<DAT_UINT64>(10 + i);
+    ASSERT_EQ(dat_ep_post_recv(b.ep, 1, &t, c, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  }
+  DAT_PSP_HANDLE psp;
+  DAT_EVD_HANDLE cr_evd;
+  connect(ia, a, b, psp, cr_evd);
+
+  std::strcpy(a.buf.data(), "hello over DAT");
+  DAT_LMR_TRIPLET s = a.iov(0, 15);
+  DAT_DTO_COOKIE c;
+  c.as_64 = 0xAAAA;
+  ASSERT_EQ(dat_ep_post_send(a.ep, 1, &s, c, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  DAT_EVENT e = wait_event(a.req);
+  ASSERT_EQ(e.event_number, DAT_DTO_COMPLETION_EVENT);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, 15u);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 0xAAAAu);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.ep_handle, a.ep);
+  e = wait_event(b.rcv);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 10u);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, 15u);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RECEIVE);
+  EXPECT_STREQ(b.buf.data(), "hello over DAT");
+
+  // RDMA Write, suppressed, then a signaled one: only the signaled one completes.
+  std::memset(a.buf.data() + 1000, 'w', 5000);
+  DAT_LMR_TRIPLET w = a.iov(1000, 5000);
+  DAT_RMR_TRIPLET r;
+  r.rmr_context = b.rctx;
+  r.virtual_address = reinterpret_cast<DAT_VADDR>(b.buf.data() + 20000);
+  r.segment_length = 5000;
+  c.as_64 = 1;
+  ASSERT_EQ(dat_ep_post_rdma_write(a.ep, 1, &w, c, &r, DAT_COMPLETION_SUPPRESS_FLAG), DAT_SUCCESS);
+  c.as_64 = 2;
+  ASSERT_EQ(dat_ep_post_rdma_write(a.ep, 1, &w, c, &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  e = wait_event(a.req);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 2u);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RDMA_WRITE);
+  EXPECT_EQ(std::string(b.buf.data() + 20000, 5000), std::string(5000, 'w'));
+  DAT_EVENT none;
+  EXPECT_EQ(dat_evd_dequeue(a.req, &none), DAT_QUEUE_EMPTY) << "plain DAT_QUEUE_EMPTY, and no suppressed event";
+
+  DAT_EP_PARAM ep;
+  ASSERT_EQ(dat_ep_query(a.ep, DAT_EP_FIELD_ALL, &ep), DAT_SUCCESS);
+  EXPECT_EQ(ep.ep_state, DAT_EP_STATE_CONNECTED);
+  EXPECT_EQ(ep.remote_port_qual, kQual);
+  ASSERT_NE(ep.remote_ia_address_ptr, nullptr);
+  ASSERT_NE(ep.local_ia_address_ptr, nullptr);
+
+  ASSERT_EQ(dat_ep_disconnect(a.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+  EXPECT_EQ(wait_event(a.conn).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
+  EXPECT_EQ(wait_event(b.conn).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
+  e = wait_event(b.rcv);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 11u);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED);
+  DAT_LMR_TRIPLET t = a.iov(0, 8);
+  EXPECT_EQ(type_of(dat_ep_post_send(a.ep, 1, &t, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_STATE);
+}
+
+TEST(DatApi, RejectReachesTheActiveSide) {
+  Ia ia;
+  End a, b;
+  a.make(ia);
+  b.make(ia);
+  DAT_EVD_HANDLE cr_evd;
+  DAT_PSP_HANDLE psp;
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), DAT_SUCCESS);
+  ASSERT_EQ(dat_psp_create(ia.ia, kQual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS);
+  DAT_PSP_HANDLE psp2;
+  EXPECT_EQ(type_of(dat_psp_create(ia.ia, kQual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp2)), DAT_CONN_QUAL_IN_USE);
+  sockaddr_in to = ia_address(ia.ia);
+  ASSERT_EQ(dat_ep_connect(a.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&to), kQual, kWait, 0, nullptr,
+                           DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+            DAT_SUCCESS);
+  const DAT_EVENT cr = wait_event(cr_evd);
+  ASSERT_EQ(dat_cr_reject(cr.event_data.cr_arrival_event_data.cr_handle, 0, nullptr), DAT_SUCCESS);
+  EXPECT_EQ(type_of(dat_cr_accept(cr.event_data.cr_arrival_event_data.cr_handle, b.ep, 0, nullptr)), DAT_INVALID_HANDLE)
+      << "the CR is gone after reject";
+  EXPECT_EQ(wait_event(a.conn).event_number, DAT_CONNECTION_EVENT_PEER_REJECTED);
+}
+
+TEST(DatApi, BadInputGetsAClearReturn) {
+  Ia ia;
+  End a;
+  a.make(ia);
+  DAT_LMR_TRIPLET t = a.iov(0, 8);
+  DAT_DTO_COOKIE c;
+  c.as_64 = 0;
+  DAT_EVENT ev;
+  DAT_COUNT nmore;
+  // NULL handles.
+  EXPECT_EQ(type_of(dat_ep_post_send(DAT_HANDLE_NULL, 1, &t, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_HANDLE);
+  EXPECT_EQ(type_of(dat_evd_dequeue(DAT_HANDLE_NULL, &ev)), DAT_INVALID_HANDLE);
+  EXPECT_EQ(type_of(dat_pz_free(DAT_HANDLE_NULL)), DAT_INVALID_HANDLE);
+  // An EVD passed as an EP, an EP as an EVD, an LMR as a PZ.
+  EXPECT_EQ(type_of(dat_ep_post_send(a.req, 1, &t, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_HANDLE);
+  EXPECT_EQ(type_of(dat_ep_free(a.rcv)), DAT_INVALID_HANDLE);
+  EXPECT_EQ(type_of(dat_evd_wait(a.ep, kWait, 1, &ev, &nmore)), DAT_INVALID_HANDLE);
+  EXPECT_EQ(type_of(dat_pz_free(a.lmr)), DAT_INVALID_HANDLE);
+  // Stale handles: freed objects.
+  DAT_PZ_HANDLE pz2;
+  ASSERT_EQ(dat_pz_create(ia.ia, &pz2), DAT_SUCCESS);
+  ASSERT_EQ(dat_pz_free(pz2), DAT_SUCCESS);
+  EXPECT_EQ(type_of(dat_pz_free(pz2)), DAT_INVALID_HANDLE);
+  DAT_EVD_HANDLE e2;
+  ASSERT_EQ(dat_evd_create(ia.ia, 4, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &e2), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_free(e2), DAT_SUCCESS);
+  EXPECT_EQ(type_of(dat_evd_dequeue(e2, &ev)), DAT_INVALID_HANDLE);
+  // In use.
+  EXPECT_EQ(type_of(dat_pz_free(ia.pz)), DAT_INVALID_STATE);
+  EXPECT_EQ(type_of(dat_evd_free(a.req)), DAT_INVALID_STATE);
+  // Posting on an unconnected EP.
+  EXPECT_EQ(type_of(dat_ep_post_send(a.ep, 1, &t, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_STATE);
+  DAT_RMR_TRIPLET r{};
+  EXPECT_EQ(type_of(dat_ep_post_rdma_write(a.ep, 1, &t, c, &r, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_STATE);
+  // Out-of-range arguments.
+  EXPECT_EQ(type_of(dat_ep_post_recv(a.ep, -1, &t, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_PARAMETER);
+  EXPECT_EQ(type_of(dat_ep_post_recv(a.ep, 1000, &t, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_PARAMETER);
+  EXPECT_EQ(type_of(dat_ep_post_recv(a.ep, 1, nullptr, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_PARAMETER);
+  DAT_LMR_TRIPLET bad = t;
+  bad.lmr_context ^= 0x1;
+  EXPECT_EQ(type_of(dat_ep_post_recv(a.ep, 1, &bad, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_PROTECTION_VIOLATION);
+  bad = t;
+  bad.segment_length = static_cast<DAT_SEG_LENGTH>(a.buf.size() + 1);
+  EXPECT_EQ(type_of(dat_ep_post_recv(a.ep, 1, &bad, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_PROTECTION_VIOLATION);
+  EXPECT_EQ(type_of(dat_evd_wait(a.req, kWait, 0, &ev, &nmore)), DAT_INVALID_PARAMETER);
+  EXPECT_EQ(type_of(dat_evd_wait(a.req, kWait, 65, &ev, &nmore)), DAT_INVALID_PARAMETER) << "threshold > qlen";
+  EXPECT_EQ(type_of(dat_evd_wait(a.req, 1000, 1, &ev, &nmore)), DAT_TIMEOUT_EXPIRED);
+  EXPECT_EQ(nmore, 0);
+  EXPECT_EQ(type_of(dat_evd_create(ia.ia, 0, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &e2)), DAT_INVALID_PARAMETER);
+  // Private data over the limit, and other bad connect arguments.
+  std::vector<char> big(257);
+  sockaddr_in to = ia_address(ia.ia);
+  EXPECT_EQ(type_of(dat_ep_connect(a.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&to), kQual, kWait, 257, big.data(),
+                                   DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
+            DAT_INVALID_PARAMETER);
+  EXPECT_EQ(type_of(dat_ep_connect(a.ep, nullptr, kQual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                   DAT_CONNECT_DEFAULT_FLAG)),
+            DAT_INVALID_ADDRESS);
+  // Unimplemented calls say so.
+  DAT_SRQ_HANDLE srq;
+  DAT_SRQ_ATTR sa{};
+  EXPECT_EQ(type_of(dat_srq_create(ia.ia, ia.pz, &sa, &srq)), DAT_NOT_IMPLEMENTED);
+  DAT_RMR_HANDLE rmr;
+  EXPECT_EQ(type_of(dat_rmr_create(ia.pz, &rmr)), DAT_NOT_IMPLEMENTED);
+  DAT_COUNT n1, n2;
+  EXPECT_EQ(type_of(dat_ep_recv_query(a.ep, &n1, &n2)), DAT_NOT_IMPLEMENTED);
+}
+
+TEST(DatApi, GracefulCloseRefusedWhileObjectsLive) {
+  DAT_IA_HANDLE ia;
+  DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+  ASSERT_EQ(dat_ia_open(const_cast<char*>("softrnic_loopback"), 8, &async, &ia), DAT_SUCCESS);
+  DAT_PZ_HANDLE pz;
+  ASSERT_EQ(dat_pz_create(ia, &pz), DAT_SUCCESS);
+  EXPECT_EQ(type_of(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG)), DAT_INVALID_STATE);
+  ASSERT_EQ(dat_pz_free(pz), DAT_SUCCESS);
+  EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+}
+
+TEST(DatApi, CnoIsTriggeredByDtoEvents) {
+  Ia ia;
+  DAT_CNO_HANDLE cno;
+  ASSERT_EQ(dat_cno_create(ia.ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno), DAT_SUCCESS);
+  DAT_EVD_HANDLE evd;
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, cno, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_SUCCESS);
+  DAT_EVD_HANDLE which = DAT_HANDLE_NULL;
+  EXPECT_EQ(type_of(dat_cno_wait(cno, 1000, &which)), DAT_TIMEOUT_EXPIRED);
+  DAT_EVENT se;
+  std::memset(&se, 0, sizeof se);
+  se.event_number = DAT_SOFTWARE_EVENT;
+  int marker = 0;
+  se.event_data.software_event_data.pointer = &marker;
+  ASSERT_EQ(dat_evd_post_se(evd, &se), DAT_SUCCESS);
+  ASSERT_EQ(dat_cno_wait(cno, kWait, &which), DAT_SUCCESS) << "the trigger stays set until a wait takes it";
+  EXPECT_EQ(which, evd);
+  DAT_EVENT got;
+  ASSERT_EQ(dat_evd_dequeue(evd, &got), DAT_SUCCESS);
+  EXPECT_EQ(got.event_data.software_event_data.pointer, &marker);
+  EXPECT_EQ(type_of(dat_cno_free(cno)), DAT_INVALID_STATE) << "an EVD still uses it";
+  ASSERT_EQ(dat_evd_free(evd), DAT_SUCCESS);
+  EXPECT_EQ(dat_cno_free(cno), DAT_SUCCESS);
+}

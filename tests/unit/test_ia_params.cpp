@@ -1,0 +1,50 @@
+#include <gtest/gtest.h>
+
+#include "softrnic/dat/ia_params.hpp"
+
+using namespace softrnic;
+
+TEST(IaParams, DefaultsAndOverrides) {
+  DeviceConfig c;
+  std::string e;
+  ASSERT_TRUE(dat::parse_ia_params("", c, e)) << e;
+  EXPECT_EQ(c.netdev.kind, "udp");
+  EXPECT_EQ(c.netdev.port, 5041);
+  ASSERT_TRUE(dat::parse_ia_params("netdev=loopback ip=10.1.2.3,port=6000 port_fixed=1 max_datagram=1472 "
+                                   "busy_poll=yes min_rto_us=500 retry_limit=3 connect_timeout_ms=250",
+                                   c, e))
+      << e;
+  EXPECT_EQ(c.netdev.kind, "loopback");
+  EXPECT_EQ(c.netdev.ip, "10.1.2.3");
+  EXPECT_EQ(c.netdev.port, 6000);
+  EXPECT_TRUE(c.netdev.port_fixed);
+  EXPECT_EQ(c.netdev.max_datagram, 1472u);
+  EXPECT_TRUE(c.busy_poll);
+  EXPECT_EQ(c.min_rto.count(), 500);
+  EXPECT_EQ(c.retry_limit, 3);
+  EXPECT_EQ(c.connect_timeout.count(), 250);
+}
+
+TEST(IaParams, ClearErrors) {
+  struct Case {
+    const char* in;
+    const char* msg;
+  } cases[] = {
+      {"netdev=tcp", "bad value 'tcp' for netdev"},
+      {"ip=1.2.3", "bad value '1.2.3' for ip"},
+      {"ip=1.2.3.256", "bad value '1.2.3.256' for ip"},
+      {"port=0", "bad value '0' for port"},
+      {"port=70000", "bad value '70000' for port"},
+      {"max_datagram=100", "bad value '100' for max_datagram"},
+      {"bogus=1", "unknown key 'bogus'"},
+      {"port", "'port' is not key=value"},
+      {"=5", "'=5' is not key=value"},
+      {"busy_poll=maybe", "bad value 'maybe' for busy_poll"},
+  };
+  for (const auto& c : cases) {
+    DeviceConfig cfg;
+    std::string e;
+    EXPECT_FALSE(dat::parse_ia_params(c.in, cfg, e)) << c.in;
+    EXPECT_NE(e.find(c.msg), std::string::npos) << c.in << " -> " << e;
+  }
+}
