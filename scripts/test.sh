@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, builds, runs the unit, component, DAT,
+# conformance (dapl2-utils) and wire tests; then the same unit/component/DAT tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer. The last lines are ctest's summary.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh" || exit 1
+
+status=0
+echo "=== sanitizer build (ASan + UBSan): unit, component, dat"
+if "$root/scripts/build.sh" "$root/build-asan" -DSOFTRNIC_SANITIZE=ON; then
+  (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+     ctest -L 'unit|component|dat' -LE conformance -E '^demo$' -j2 --timeout 300 --output-on-failure) || status=1
+else
+  status=1
+fi
+
+echo "=== main build: every test"
+"$root/scripts/build.sh" "$root/build" || exit 1
+(cd "$root/build" && ctest -j2 --timeout 600 --output-on-failure) || status=1
+exit $status
