@@ -13,7 +13,8 @@ DAT_RETURN psp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd_h,
   Ia* ia = get<Ia>(h, Kind::ia);
   if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
   Evd* evd = get<Evd>(evd_h, Kind::evd);
-  if (!evd || evd->ia != ia || !(evd->flags & DAT_EVD_CR_FLAG)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
+  if (!evd || evd->ia != ia || !(evd->flags & DAT_EVD_CR_FLAG))
+    return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
   if (flags != DAT_PSP_CONSUMER_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);  // ep_creator is NEVER
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
   Psp* psp = make<Psp>(ia, ia->provider);

@@ -30,11 +30,14 @@ DAT_RETURN to_sgl(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_COUNT max
   if (n > 0 && !iov) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   (void)ep;
   out.clear();
-  for (DAT_COUNT i = 0; i < n; ++i) out.push_back(Sge{iov[i].lmr_context, iov[i].virtual_address, iov[i].segment_length});
+  for (DAT_COUNT i = 0; i < n; ++i)
+    out.push_back(Sge{iov[i].lmr_context, iov[i].virtual_address, iov[i].segment_length});
   return DAT_SUCCESS;
 }
 
-Ep* live_ep(DAT_EP_HANDLE h) { return get<Ep>(h, Kind::ep); }
+Ep* live_ep(DAT_EP_HANDLE h) {
+  return get<Ep>(h, Kind::ep);
+}
 
 }  // namespace
 
@@ -73,9 +76,11 @@ DAT_RETURN ep_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h,
   Pz* pz = get<Pz>(pz_h, Kind::pz);
   if (!pz || pz->ia != ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
   Evd* recv = get<Evd>(recv_h, Kind::evd);
-  if (!recv || recv->ia != ia || !(recv->flags & DAT_EVD_DTO_FLAG)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_RECV);
+  if (!recv || recv->ia != ia || !(recv->flags & DAT_EVD_DTO_FLAG))
+    return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_RECV);
   Evd* req = get<Evd>(req_h, Kind::evd);
-  if (!req || req->ia != ia || !(req->flags & DAT_EVD_DTO_FLAG)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+  if (!req || req->ia != ia || !(req->flags & DAT_EVD_DTO_FLAG))
+    return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
   Evd* conn = nullptr;
   if (conn_h != DAT_HANDLE_NULL) {
     conn = get<Evd>(conn_h, Kind::evd);
@@ -186,7 +191,8 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE h, DAT_CLOSE_FLAGS flags) {
   std::lock_guard lk(api_mutex());
   Ep* ep = live_ep(h);
   if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-  if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   const DAT_EP_STATE st = ep->state;
   if (st == DAT_EP_STATE_DISCONNECTED) return DAT_SUCCESS;
   if (st == DAT_EP_STATE_UNCONNECTED) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);

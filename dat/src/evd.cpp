@@ -8,8 +8,8 @@ namespace softrnic::dat {
 namespace {
 
 constexpr DAT_COUNT kMaxQlen = 65536;
-constexpr int kAllEvdFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG |
-                                       DAT_EVD_CONNECTION_FLAG | DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
+constexpr int kAllEvdFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG |
+                             DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
 
 DAT_DTO_COMPLETION_STATUS map_status(WcStatus s) {
   switch (s) {
@@ -93,7 +93,8 @@ Evd* new_evd(Ia* ia, DAT_COUNT qlen, Cno* cno, DAT_EVD_FLAGS flags) {
   evd->qlen = qlen;
   evd->cno = cno;
   if (cno) cno->evd_refs++;
-  if (flags & DAT_EVD_DTO_FLAG) evd->cq = ia->dev->create_cq(static_cast<std::uint32_t>(qlen), [evd] { evd->signal(); });
+  if (flags & DAT_EVD_DTO_FLAG)
+    evd->cq = ia->dev->create_cq(static_cast<std::uint32_t>(qlen), [evd] { evd->signal(); });
   return evd;
 }
 
@@ -219,7 +220,8 @@ DAT_RETURN evd_free(DAT_EVD_HANDLE h) {
   if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
   if (evd->ep_refs > 0) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
   for (Obj* o : children_of(evd->ia))
-    if (o->kind == Kind::psp && static_cast<Psp*>(o)->evd == evd) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
+    if (o->kind == Kind::psp && static_cast<Psp*>(o)->evd == evd)
+      return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
   free_evd(evd);
   return DAT_SUCCESS;
 }

@@ -23,7 +23,9 @@ Registry& reg() {
 
 }  // namespace
 
-DAT_RETURN not_implemented() { return err(DAT_NOT_IMPLEMENTED); }
+DAT_RETURN not_implemented() {
+  return err(DAT_NOT_IMPLEMENTED);
+}
 
 std::mutex& api_mutex() {
   static std::mutex* m = new std::mutex;

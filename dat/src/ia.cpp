@@ -36,7 +36,8 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
   }
   std::lock_guard lk(api_mutex());
-  if (*async_evd != DAT_HANDLE_NULL && !is_live(*async_evd, Kind::evd)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC);
+  if (*async_evd != DAT_HANDLE_NULL && !is_live(*async_evd, Kind::evd))
+    return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC);
   auto dev = Device::open(cfg, error);
   if (!dev) {
     std::fprintf(stderr, "softrnic: dat_ia_open(%s): %s\n", name, error.c_str());
@@ -52,7 +53,8 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   ia->base_port = cfg.netdev.port;
   ia->dev = std::move(dev);
   if (*async_evd == DAT_HANDLE_NULL) {
-    ia->async_evd = new_evd(ia, async_qlen > 0 ? async_qlen : 8, nullptr, static_cast<DAT_EVD_FLAGS>(DAT_EVD_ASYNC_FLAG));
+    ia->async_evd =
+        new_evd(ia, async_qlen > 0 ? async_qlen : 8, nullptr, static_cast<DAT_EVD_FLAGS>(DAT_EVD_ASYNC_FLAG));
     ia->own_async_evd = true;
     *async_evd = ia->async_evd;
   } else {
@@ -154,7 +156,8 @@ DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
   std::lock_guard lk(api_mutex());
   Ia* ia = get<Ia>(h, Kind::ia);
   if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
-  if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   auto children = children_of(ia);
   if (flags == DAT_CLOSE_GRACEFUL_FLAG) {
     for (Obj* o : children)

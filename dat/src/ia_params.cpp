@@ -10,7 +10,9 @@ template <typename T>
 bool parse_uint(std::string_view v, T lo, T hi, T& out) {
   std::uint64_t x = 0;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc() || p != v.data() + v.size() || x < static_cast<std::uint64_t>(lo) || x > static_cast<std::uint64_t>(hi)) return false;
+  if (ec != std::errc() || p != v.data() + v.size() || x < static_cast<std::uint64_t>(lo) ||
+      x > static_cast<std::uint64_t>(hi))
+    return false;
   out = static_cast<T>(x);
   return true;
 }

@@ -36,7 +36,9 @@ struct Obj {
   explicit Obj(Kind k) : kind(k) {}
 };
 
-constexpr DAT_RETURN err(DAT_RETURN type, DAT_RETURN subtype = 0) { return DAT_CLASS_ERROR | type | subtype; }
+constexpr DAT_RETURN err(DAT_RETURN type, DAT_RETURN subtype = 0) {
+  return DAT_CLASS_ERROR | type | subtype;
+}
 DAT_RETURN not_implemented();
 std::mutex& api_mutex();
 

@@ -8,8 +8,7 @@ namespace softrnic::netdev {
 
 std::string to_string(const NetAddr& a) {
   return std::to_string(a.ip >> 24) + "." + std::to_string((a.ip >> 16) & 0xFF) + "." +
-         std::to_string((a.ip >> 8) & 0xFF) + "." + std::to_string(a.ip & 0xFF) + ":" +
-         std::to_string(a.port);
+         std::to_string((a.ip >> 8) & 0xFF) + "." + std::to_string(a.ip & 0xFF) + ":" + std::to_string(a.port);
 }
 
 bool parse_ipv4(const std::string& s, std::uint32_t& ip) {

@@ -51,8 +51,7 @@ class UdpNetdev final : public Netdev {
     }
     if (ec) {
       error = "udp netdev: cannot bind " + cfg.ip + ":" + std::to_string(cfg.port) +
-              (tries > 1 ? " (or the next " + std::to_string(tries - 1) + " ports)" : "") + ": " +
-              ec.message();
+              (tries > 1 ? " (or the next " + std::to_string(tries - 1) + " ports)" : "") + ": " + ec.message();
       return false;
     }
     socket_.non_blocking(true, ec);

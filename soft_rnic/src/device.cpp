@@ -1,11 +1,11 @@
 // The soft RNIC device: object tables, the progress engine thread, connection management, the
 // reliable sequenced stream of iWARP over UDP, and DDP/RDMAP send and receive.
 #include <algorithm>
-#include <cmath>
-#include <optional>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -61,8 +61,12 @@ std::string_view to_string(CmEventType t) {
 
 namespace {
 
-bool seq_lt(std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) < 0; }
-bool seq_le(std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) <= 0; }
+bool seq_lt(std::uint32_t a, std::uint32_t b) {
+  return static_cast<std::int32_t>(a - b) < 0;
+}
+bool seq_le(std::uint32_t a, std::uint32_t b) {
+  return static_cast<std::int32_t>(a - b) <= 0;
+}
 
 constexpr std::chrono::milliseconds kCmRetry{100};
 constexpr std::chrono::milliseconds kDisconnectTimeout{2000};
@@ -131,9 +135,7 @@ class DeviceImpl final : public Device {
     std::lock_guard lk(mu_);
     return mr ? mrs_.dereg(mr) : Status::invalid_param;
   }
-  MrInfo query_mr(const Mr* mr) const override {
-    return MrInfo{mr->stag, mr->addr, mr->length, mr->access};
-  }
+  MrInfo query_mr(const Mr* mr) const override { return MrInfo{mr->stag, mr->addr, mr->length, mr->access}; }
 
   // ---- CQ ----
   Cq* create_cq(std::uint32_t depth, std::function<void()> notify) override {
@@ -171,8 +173,7 @@ class DeviceImpl final : public Device {
   Status create_qp(const QpInit& init, Qp*& out) override {
     std::lock_guard lk(mu_);
     if (!init.pd || !init.send_cq || !init.recv_cq) return Status::invalid_param;
-    if (init.max_send_wr > limits_.max_qp_wr || init.max_recv_wr > limits_.max_qp_wr ||
-        init.max_sge > limits_.max_sge)
+    if (init.max_send_wr > limits_.max_qp_wr || init.max_recv_wr > limits_.max_qp_wr || init.max_sge > limits_.max_sge)
       return Status::invalid_param;
     if (qps_.size() >= limits_.max_qp) return Status::insufficient_resources;
     auto* qp = new Qp;
@@ -302,17 +303,13 @@ class DeviceImpl final : public Device {
   Status disconnect(Qp* qp, bool graceful) override {
     std::lock_guard lk(mu_);
     switch (qp->cm) {
-      case CmPhase::connecting:
-        close_qp(*qp, CmEventType::disconnected, "connect cancelled");
-        return Status::ok;
+      case CmPhase::connecting: close_qp(*qp, CmEventType::disconnected, "connect cancelled"); return Status::ok;
       case CmPhase::accepting:
-      case CmPhase::connected:
-        break;
+      case CmPhase::connected: break;
       case CmPhase::disconnecting:
         if (graceful) return Status::ok;
         break;
-      default:
-        return Status::invalid_state;
+      default: return Status::invalid_state;
     }
     if (!graceful || qp->state != QpState::rts) {
       send_abrupt_disconnect(*qp);
@@ -385,8 +382,8 @@ class DeviceImpl final : public Device {
       }
       off += len;
     } while (off < total);
-    qp->sq.push_back(SendWqe{wr.wr_id, write ? WcOpcode::rdma_write : WcOpcode::send, wr.signaled,
-                             qp->snd_nxt, static_cast<std::uint32_t>(total)});
+    qp->sq.push_back(SendWqe{wr.wr_id, write ? WcOpcode::rdma_write : WcOpcode::send, wr.signaled, qp->snd_nxt,
+                             static_cast<std::uint32_t>(total)});
     pump_tx(*qp);
     return Status::ok;
   }
@@ -493,9 +490,14 @@ class DeviceImpl final : public Device {
                    std::span<const std::uint8_t> pd) {
     std::vector<std::uint8_t> b(w::kFrameHeaderLen + sizeof(w::CmHdrWire) + pd.size() + w::kFrameTrailerLen);
     w::write_frame_header(b, {w::FrameType::cm, 0, dst_qpn, src_qpn, 0, 0});
-    const w::CmHdrWire c{static_cast<std::uint8_t>(op), rsv,
-                         w::Be16(static_cast<std::uint16_t>(pd.size())), w::Be16(0), w::Be16(0),
-                         w::Be64(conn_qual), w::Be32(conn_id), w::Be32(init_seq)};
+    const w::CmHdrWire c{static_cast<std::uint8_t>(op),
+                         rsv,
+                         w::Be16(static_cast<std::uint16_t>(pd.size())),
+                         w::Be16(0),
+                         w::Be16(0),
+                         w::Be64(conn_qual),
+                         w::Be32(conn_id),
+                         w::Be32(init_seq)};
     std::memcpy(b.data() + w::kFrameHeaderLen, &c, sizeof c);
     if (!pd.empty()) std::memcpy(b.data() + w::kFrameHeaderLen + sizeof c, pd.data(), pd.size());
     const std::size_t n = w::seal_frame(b, b.size() - w::kFrameTrailerLen);
@@ -509,8 +511,7 @@ class DeviceImpl final : public Device {
   }
 
   void send_reject(const ConnRequest& r, bool no_listener) {
-    send_cm_raw(r.from, r.src_qpn, 0, w::CmOp::reject, no_listener ? 1 : 0, r.conn_qual, r.conn_id, 0,
-                r.reply_private);
+    send_cm_raw(r.from, r.src_qpn, 0, w::CmOp::reject, no_listener ? 1 : 0, r.conn_qual, r.conn_id, 0, r.reply_private);
   }
 
   void send_abrupt_disconnect(Qp& qp) {
@@ -538,8 +539,7 @@ class DeviceImpl final : public Device {
     for (auto& r : qp.rq)
       push_wc(qp.init.recv_cq, Wc{r.wr_id, WcOpcode::recv, WcStatus::flushed, 0, &qp, qp.init.context});
     qp.rq.clear();
-    for (auto& s : qp.sq)
-      push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::flushed, 0, &qp, qp.init.context});
+    for (auto& s : qp.sq) push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::flushed, 0, &qp, qp.init.context});
     qp.sq.clear();
     qp.backlog.clear();
     qp.inflight.clear();
@@ -656,8 +656,7 @@ class DeviceImpl final : public Device {
             continue;
           }
           break;
-        default:
-          break;
+        default: break;
       }
       if (!qp.inflight.empty() && qp.rto_deadline != Clock::time_point{} && now >= qp.rto_deadline) {
         if (++qp.retries > cfg_.retry_limit) {
@@ -826,12 +825,8 @@ class DeviceImpl final : public Device {
     }
     switch (s.opcode) {
       case w::RdmapOpcode::send:
-      case w::RdmapOpcode::send_se:
-        place_untagged(qp, s);
-        return;
-      case w::RdmapOpcode::rdma_write:
-        place_tagged(qp, s);
-        return;
+      case w::RdmapOpcode::send_se: place_untagged(qp, s); return;
+      case w::RdmapOpcode::rdma_write: place_tagged(qp, s); return;
       case w::RdmapOpcode::terminate: {
         ctr_.terminates_received++;
         std::string reason = "peer sent Terminate";
@@ -839,8 +834,8 @@ class DeviceImpl final : public Device {
           w::TerminateHdr th;
           std::memcpy(&th, s.ulp_header.data(), sizeof th);
           const auto t = w::decode_terminate(th);
-          reason += " (layer " + std::to_string(static_cast<int>(t.layer)) + ", etype " +
-                    std::to_string(t.etype) + ", code " + std::to_string(t.code) + ")";
+          reason += " (layer " + std::to_string(static_cast<int>(t.layer)) + ", etype " + std::to_string(t.etype) +
+                    ", code " + std::to_string(t.code) + ")";
         }
         close_qp(qp, CmEventType::broken, reason);
         return;
@@ -862,17 +857,16 @@ class DeviceImpl final : public Device {
       return;
     }
     if (static_cast<std::size_t>(idx) >= qp.rq.size()) {
-      terminate(qp, w::TermLayer::ddp, untagged,
-                static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_msn_no_buffer),
+      terminate(qp, w::TermLayer::ddp, untagged, static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_msn_no_buffer),
                 "no receive buffer posted for MSN " + std::to_string(s.msn));
       return;
     }
     RecvWqe& r = qp.rq[static_cast<std::size_t>(idx)];
     const std::uint64_t end = std::uint64_t{s.mo} + s.payload.size();
     if (end > r.capacity) {
-      terminate(qp, w::TermLayer::ddp, untagged, static_cast<std::uint8_t>(w::DdpUntaggedError::message_too_long),
-                "message of at least " + std::to_string(end) + " bytes for a " + std::to_string(r.capacity) +
-                    "-byte buffer");
+      terminate(
+          qp, w::TermLayer::ddp, untagged, static_cast<std::uint8_t>(w::DdpUntaggedError::message_too_long),
+          "message of at least " + std::to_string(end) + " bytes for a " + std::to_string(r.capacity) + "-byte buffer");
       return;
     }
     if (r.last_seen && end > r.msg_len) {
@@ -994,7 +988,8 @@ class DeviceImpl final : public Device {
           qp.cm = CmPhase::connected;
           send_cm(qp, w::CmOp::ready_to_use, 0);
           if (qp.init.on_event)
-            qp.init.on_event(&qp, CmEvent{CmEventType::established, std::vector<std::uint8_t>(pd.begin(), pd.end()), ""});
+            qp.init.on_event(&qp,
+                             CmEvent{CmEventType::established, std::vector<std::uint8_t>(pd.begin(), pd.end()), ""});
         } else if (qp.cm == CmPhase::connected && qp.peer_qpn == h.src_qpn) {
           send_cm(qp, w::CmOp::ready_to_use, 0);  // our confirmation was lost
         }

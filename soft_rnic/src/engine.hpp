@@ -3,10 +3,10 @@
 
 #include <array>
 #include <chrono>
-#include <memory>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 

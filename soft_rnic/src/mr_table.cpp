@@ -55,8 +55,8 @@ Status MrTable::dereg(Mr* mr) {
   return Status::ok;
 }
 
-MrCheck MrTable::check(std::uint32_t stag, const Pd* pd, std::uint64_t addr, std::uint64_t len,
-                       Access need, Mr** found) const {
+MrCheck MrTable::check(std::uint32_t stag, const Pd* pd, std::uint64_t addr, std::uint64_t len, Access need,
+                       Mr** found) const {
   const std::uint32_t idx = stag >> 8;
   if (idx == 0 || idx >= slots_.size()) return MrCheck::invalid_stag;
   const Slot& s = slots_[idx];

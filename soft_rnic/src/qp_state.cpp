@@ -16,16 +16,11 @@ std::string_view to_string(QpState s) {
 
 bool qp_transition_allowed(QpState from, QpState to) {
   switch (from) {
-    case QpState::idle:
-      return to == QpState::rts || to == QpState::error;
-    case QpState::rts:
-      return to == QpState::closing || to == QpState::terminate || to == QpState::error;
-    case QpState::closing:
-      return to == QpState::idle || to == QpState::error;
-    case QpState::terminate:
-      return to == QpState::error;
-    case QpState::error:
-      return to == QpState::idle;
+    case QpState::idle: return to == QpState::rts || to == QpState::error;
+    case QpState::rts: return to == QpState::closing || to == QpState::terminate || to == QpState::error;
+    case QpState::closing: return to == QpState::idle || to == QpState::error;
+    case QpState::terminate: return to == QpState::error;
+    case QpState::error: return to == QpState::idle;
   }
   return false;
 }

@@ -147,7 +147,8 @@ TEST_F(Pair, PrivateDataOverTheLimitIsRefused) {
 }
 
 TEST_F(Pair, RejectCarriesPrivateData) {
-  ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }), Status::ok);
+  ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
+            Status::ok);
   ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), kQual, {}, 5000ms), Status::ok);
   ConnRequest* r = nullptr;
   ConnRequestInfo info;

@@ -1,10 +1,9 @@
 // Our own DAT consumer tests, through libdat2 and dat.conf (DAT_OVERRIDE is set by ctest).
 // The IA `softrnic_loopback` runs the RNIC over the in-process loopback netdev, so one process
 // can hold both ends of a connection.
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
 #include <dat2/udat.h>
+#include <gtest/gtest.h>
 
 #include <cstring>
 #include <numeric>
@@ -15,7 +14,9 @@ namespace {
 constexpr DAT_TIMEOUT kWait = 5'000'000;  // 5 s
 constexpr DAT_CONN_QUAL kQual = 4242;
 
-DAT_RETURN type_of(DAT_RETURN r) { return DAT_GET_TYPE(r); }
+DAT_RETURN type_of(DAT_RETURN r) {
+  return DAT_GET_TYPE(r);
+}
 
 struct Ia {
   DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
@@ -284,9 +285,9 @@ TEST(DatApi, BadInputGetsAClearReturn) {
   EXPECT_EQ(type_of(dat_ep_connect(a.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&to), kQual, kWait, 257, big.data(),
                                    DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
             DAT_INVALID_PARAMETER);
-  EXPECT_EQ(type_of(dat_ep_connect(a.ep, nullptr, kQual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT,
-                                   DAT_CONNECT_DEFAULT_FLAG)),
-            DAT_INVALID_ADDRESS);
+  EXPECT_EQ(
+      type_of(dat_ep_connect(a.ep, nullptr, kQual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
+      DAT_INVALID_ADDRESS);
   // Unimplemented calls say so.
   DAT_SRQ_HANDLE srq;
   DAT_SRQ_ATTR sa{};

@@ -1,11 +1,11 @@
 // Loads the provider library directly and checks its function table: no slot is NULL, and an
 // unimplemented slot returns DAT_NOT_IMPLEMENTED. This executable stands in for libdat2's
 // registry (it exports dat_registry_add_provider, which the library resolves to it).
+#include <dat2/udat.h>
+// after udat.h, which it needs
+#include <dat2/dat_registry.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-
-#include <dat2/udat.h>
-#include <dat2/dat_registry.h>
 
 namespace {
 const DAT_PROVIDER* g_table = nullptr;

@@ -10,9 +10,10 @@ TEST(IaParams, DefaultsAndOverrides) {
   ASSERT_TRUE(dat::parse_ia_params("", c, e)) << e;
   EXPECT_EQ(c.netdev.kind, "udp");
   EXPECT_EQ(c.netdev.port, 5041);
-  ASSERT_TRUE(dat::parse_ia_params("netdev=loopback ip=10.1.2.3,port=6000 port_fixed=1 max_datagram=1472 "
-                                   "busy_poll=yes min_rto_us=500 retry_limit=3 connect_timeout_ms=250",
-                                   c, e))
+  ASSERT_TRUE(
+      dat::parse_ia_params("netdev=loopback ip=10.1.2.3,port=6000 port_fixed=1 max_datagram=1472 "
+                           "busy_poll=yes min_rto_us=500 retry_limit=3 connect_timeout_ms=250",
+                           c, e))
       << e;
   EXPECT_EQ(c.netdev.kind, "loopback");
   EXPECT_EQ(c.netdev.ip, "10.1.2.3");

@@ -58,8 +58,12 @@ void exchange(const char* kind, std::uint16_t port) {
 
 }  // namespace
 
-TEST(Netdev, LoopbackExchange) { exchange("loopback", 7100); }
-TEST(Netdev, UdpExchange) { exchange("udp", 7200); }
+TEST(Netdev, LoopbackExchange) {
+  exchange("loopback", 7100);
+}
+TEST(Netdev, UdpExchange) {
+  exchange("udp", 7200);
+}
 
 TEST(Netdev, BadConfigurationIsAClearError) {
   std::string e;

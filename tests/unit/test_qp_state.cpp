@@ -11,8 +11,8 @@ using softrnic::QpState;
 TEST(QpState, EveryTransitionPair) {
   using enum QpState;
   const std::set<std::pair<QpState, QpState>> allowed = {
-      {idle, rts},     {idle, error},     {rts, closing}, {rts, terminate}, {rts, error},
-      {closing, idle}, {closing, error},  {terminate, error}, {error, idle},
+      {idle, rts},     {idle, error},    {rts, closing},     {rts, terminate}, {rts, error},
+      {closing, idle}, {closing, error}, {terminate, error}, {error, idle},
   };
   int checked = 0;
   for (int f = 0; f < softrnic::kQpStateCount; ++f) {

@@ -194,8 +194,8 @@ int client(const char* ia_name, const sockaddr_in& server_addr) {
   inet_ntop(AF_INET, &server_addr.sin_addr, ip, sizeof ip);
   const char hello[] = "hello from the client";
   say("connecting to %s:%u conn_qual 0x%llx", ip, ntohs(server_addr.sin_port), static_cast<unsigned long long>(kQual));
-  check(dat_ep_connect(n.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(const_cast<sockaddr_in*>(&server_addr)), kQual,
-                       kWait, sizeof hello, const_cast<char*>(hello), DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+  check(dat_ep_connect(n.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(const_cast<sockaddr_in*>(&server_addr)), kQual, kWait,
+                       sizeof hello, const_cast<char*>(hello), DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
         "dat_ep_connect");
   const DAT_EVENT ev = n.wait(n.conn, "wait for the connection");
   if (ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED) die("connection", DAT_INTERNAL_ERROR);

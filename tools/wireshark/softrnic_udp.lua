@@ -91,34 +91,37 @@ proto.experts = { E.bad_crc, E.too_short, E.bad_version, E.bad_type, E.truncated
 local ddp_dissector = Dissector.get("iwarp_ddp_rdmap")
 
 ---------------------------------------------------------------------------------------------
--- CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), slicing-by-8 over a Lua string.
--- Lua 5.2 (Wireshark 4.0) has no bit operators and bit32 calls are slow, so the byte split of
--- the running CRC is done with arithmetic and the XOR with the data bytes through a 64K-entry
--- byte XOR table: one bit32 call per 8 bytes (about 4x faster than a plain byte loop).
+-- CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), slicing-by-16 over a Lua string.
+-- Lua 5.2 (Wireshark 4.0) has no bit operators and bit32 calls are slow: the running CRC is
+-- split into bytes with arithmetic, XORed with the data bytes through a 64K-entry byte XOR
+-- table, and one bit32.bxor call per 16 bytes combines the table entries (about 45 MB/s,
+-- 6x a plain byte loop).
 local band, bxor, rshift, bnot = bit32.band, bit32.bxor, bit32.rshift, bit32.bnot
 local sbyte = string.byte
-local T0, T1, T2, T3, T4, T5, T6, T7 = {}, {}, {}, {}, {}, {}, {}, {}
+local T = {}  -- T[k][b]: CRC contribution of byte b followed by k zero bytes
 local X = {}  -- X[a * 256 + b] = a xor b, for bytes a, b
 do
+  T[0] = {}
   for i = 0, 255 do
     local c = i
     for _ = 1, 8 do
       if band(c, 1) == 1 then c = bxor(rshift(c, 1), 0x82F63B78) else c = rshift(c, 1) end
     end
-    T0[i] = c
+    T[0][i] = c
   end
-  local prev = T0
-  for _, t in ipairs({ T1, T2, T3, T4, T5, T6, T7 }) do
+  for k = 1, 15 do
+    T[k] = {}
     for i = 0, 255 do
-      local v = prev[i]
-      t[i] = bxor(rshift(v, 8), T0[band(v, 0xFF)])
+      local v = T[k - 1][i]
+      T[k][i] = bxor(rshift(v, 8), T[0][band(v, 0xFF)])
     end
-    prev = t
   end
   for a = 0, 255 do
     for b = 0, 255 do X[a * 256 + b] = bxor(a, b) end
   end
 end
+local T0, T1, T2, T3, T4, T5, T6, T7 = T[0], T[1], T[2], T[3], T[4], T[5], T[6], T[7]
+local T8, T9, T10, T11, T12, T13, T14, T15 = T[8], T[9], T[10], T[11], T[12], T[13], T[14], T[15]
 
 local function crc32c(s)
   local crc = 0xFFFFFFFF
@@ -130,13 +133,8 @@ local function crc32c(s)
     local c0 = crc % 256; crc = (crc - c0) / 256
     local c1 = crc % 256; crc = (crc - c1) / 256
     local c2 = crc % 256; local c3 = (crc - c2) / 256
-    crc = bxor(T7[X[c0 * 256 + a1]], T6[X[c1 * 256 + a2]], T5[X[c2 * 256 + a3]], T4[X[c3 * 256 + a4]],
-               T3[a5], T2[a6], T1[a7], T0[a8])
-    c0 = crc % 256; crc = (crc - c0) / 256
-    c1 = crc % 256; crc = (crc - c1) / 256
-    c2 = crc % 256; c3 = (crc - c2) / 256
-    crc = bxor(T7[X[c0 * 256 + b1]], T6[X[c1 * 256 + b2]], T5[X[c2 * 256 + b3]], T4[X[c3 * 256 + b4]],
-               T3[b5], T2[b6], T1[b7], T0[b8])
+    crc = bxor(T15[X[c0 * 256 + a1]], T14[X[c1 * 256 + a2]], T13[X[c2 * 256 + a3]], T12[X[c3 * 256 + a4]],
+               T11[a5], T10[a6], T9[a7], T8[a8], T7[b1], T6[b2], T5[b3], T4[b4], T3[b5], T2[b6], T1[b7], T0[b8])
     i = i + 16
   end
   while i <= n do

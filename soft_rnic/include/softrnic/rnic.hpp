@@ -64,11 +64,11 @@ struct Limits {
 struct DeviceConfig {
   netdev::NetdevConfig netdev;
   std::chrono::milliseconds connect_timeout{20000};  // default when the caller gives none
-  std::chrono::microseconds initial_rto{20000};  // retransmission timeout before an RTT sample
-  std::chrono::microseconds min_rto{2000};      // RTO floor (RFC 6298 estimator above it)
-  int retry_limit = 12;                          // retransmissions of one frame before the QP breaks
-  std::uint32_t window = 1024;                   // frames in flight per QP
-  std::size_t window_bytes = 4 << 20;            // payload bytes in flight per QP (capped by rx buffer / 4)
+  std::chrono::microseconds initial_rto{20000};      // retransmission timeout before an RTT sample
+  std::chrono::microseconds min_rto{2000};           // RTO floor (RFC 6298 estimator above it)
+  int retry_limit = 12;                              // retransmissions of one frame before the QP breaks
+  std::uint32_t window = 1024;                       // frames in flight per QP
+  std::size_t window_bytes = 4 << 20;                // payload bytes in flight per QP (capped by rx buffer / 4)
   bool busy_poll = false;                            // progress thread spins instead of sleeping
 };
 
@@ -127,12 +127,12 @@ std::string_view to_string(QpState s);
 bool qp_transition_allowed(QpState from, QpState to);
 
 enum class CmEventType : std::uint8_t {
-  established,     // connection up (both sides)
-  rejected,        // the peer's consumer rejected
-  no_listener,     // nothing listens on that conn_qual at the peer
-  unreachable,     // no answer within the timeout
-  disconnected,    // closed by us or the peer; receives flushed
-  broken,          // terminated on an error (Terminate received or sent, retry limit)
+  established,   // connection up (both sides)
+  rejected,      // the peer's consumer rejected
+  no_listener,   // nothing listens on that conn_qual at the peer
+  unreachable,   // no answer within the timeout
+  disconnected,  // closed by us or the peer; receives flushed
+  broken,        // terminated on an error (Terminate received or sent, retry limit)
 };
 std::string_view to_string(CmEventType t);
 struct CmEvent {
@@ -148,7 +148,7 @@ struct QpInit {
   std::uint32_t max_send_wr = 256;
   std::uint32_t max_recv_wr = 256;
   std::uint32_t max_sge = 4;
-  void* context = nullptr;                          // returned in Wc::qp_context
+  void* context = nullptr;                            // returned in Wc::qp_context
   std::function<void(Qp*, const CmEvent&)> on_event;  // connection events
 };
 
@@ -206,8 +206,7 @@ class Device {
   virtual QpCounters qp_counters(const Qp* qp) const = 0;
   virtual NetAddr qp_peer(const Qp* qp) const = 0;
 
-  virtual Status connect(Qp* qp, NetAddr remote, std::uint64_t conn_qual,
-                         std::span<const std::uint8_t> private_data,
+  virtual Status connect(Qp* qp, NetAddr remote, std::uint64_t conn_qual, std::span<const std::uint8_t> private_data,
                          std::chrono::milliseconds timeout) = 0;
   // Starts listening on conn_qual; requests arrive through `on_request` until stop_listen.
   virtual Status listen(std::uint64_t conn_qual,

@@ -78,8 +78,8 @@ std::size_t encode_tagged(std::span<std::uint8_t> out, RdmapOpcode op, bool last
   return sizeof h;
 }
 
-std::size_t encode_untagged(std::span<std::uint8_t> out, RdmapOpcode op, bool last, std::uint32_t qn,
-                            std::uint32_t msn, std::uint32_t mo, std::uint32_t inv_stag) {
+std::size_t encode_untagged(std::span<std::uint8_t> out, RdmapOpcode op, bool last, std::uint32_t qn, std::uint32_t msn,
+                            std::uint32_t mo, std::uint32_t inv_stag) {
   if (out.size() < sizeof(DdpUntaggedHdr)) return 0;
   DdpUntaggedHdr h{ddp_ctrl(false, last), rdmap_ctrl(op), Be32(inv_stag), Be32(qn), Be32(msn), Be32(mo)};
   std::memcpy(out.data(), &h, sizeof h);
@@ -88,8 +88,7 @@ std::size_t encode_untagged(std::span<std::uint8_t> out, RdmapOpcode op, bool la
 
 TerminateHdr encode_terminate(const TerminateInfo& t) {
   std::uint32_t v = (static_cast<std::uint32_t>(t.layer) & 0xF) << 28 |
-                    (static_cast<std::uint32_t>(t.etype) & 0xF) << 24 |
-                    static_cast<std::uint32_t>(t.code) << 16 |
+                    (static_cast<std::uint32_t>(t.etype) & 0xF) << 24 | static_cast<std::uint32_t>(t.code) << 16 |
                     (t.ddp_header_present ? 1u << 14 : 0u) | (t.rdmap_header_present ? 1u << 13 : 0u);
   return TerminateHdr{Be32(v)};
 }

@@ -19,7 +19,12 @@ std::string_view to_string(FrameError e) {
 
 void write_frame_header(std::span<std::uint8_t> out, const FrameHeader& h) {
   FrameHdrWire w{static_cast<std::uint8_t>(kFrameVersion << 4 | static_cast<std::uint8_t>(h.type)),
-                 h.flags,      Be16(0), Be32(h.dst_qpn), Be32(h.src_qpn), Be32(h.seq), Be32(h.ack)};
+                 h.flags,
+                 Be16(0),
+                 Be32(h.dst_qpn),
+                 Be32(h.src_qpn),
+                 Be32(h.seq),
+                 Be32(h.ack)};
   std::memcpy(out.data(), &w, sizeof w);
 }
 
@@ -34,8 +39,7 @@ std::size_t seal_frame(std::span<std::uint8_t> buf, std::size_t len) {
   return len + t.size();
 }
 
-FrameError open_frame(std::span<const std::uint8_t> d, FrameHeader& hdr,
-                      std::span<const std::uint8_t>& body) {
+FrameError open_frame(std::span<const std::uint8_t> d, FrameHeader& hdr, std::span<const std::uint8_t>& body) {
   if (d.size() < kFrameOverhead) return FrameError::too_short;
   FrameHdrWire w;
   std::memcpy(&w, d.data(), sizeof w);

@@ -34,9 +34,9 @@ inline constexpr std::uint8_t kRdmapVersion = 1;
 struct OpcodeInfo {
   std::string_view name;
   bool valid = false;
-  bool tagged = false;          // DDP tagged buffer model
-  std::uint32_t qn = 0;         // untagged queue number
-  std::size_t ulp_header = 0;   // RDMAP header bytes after the DDP header (Read Request, Terminate)
+  bool tagged = false;         // DDP tagged buffer model
+  std::uint32_t qn = 0;        // untagged queue number
+  std::size_t ulp_header = 0;  // RDMAP header bytes after the DDP header (Read Request, Terminate)
   bool carries_inv_stag = false;
   bool solicited = false;
 };
@@ -77,16 +77,14 @@ static_assert(sizeof(TerminateHdr) == 4);
 inline constexpr std::array<OpcodeInfo, 16> kOpcodeTable = [] {
   std::array<OpcodeInfo, 16> t{};
   t[0x0] = {.name = "RDMA Write", .valid = true, .tagged = true};
-  t[0x1] = {.name = "RDMA Read Request", .valid = true, .qn = kQnReadRequest,
-            .ulp_header = sizeof(ReadRequestHdr)};
+  t[0x1] = {.name = "RDMA Read Request", .valid = true, .qn = kQnReadRequest, .ulp_header = sizeof(ReadRequestHdr)};
   t[0x2] = {.name = "RDMA Read Response", .valid = true, .tagged = true};
   t[0x3] = {.name = "Send", .valid = true, .qn = kQnSend};
   t[0x4] = {.name = "Send with Invalidate", .valid = true, .qn = kQnSend, .carries_inv_stag = true};
   t[0x5] = {.name = "Send with Solicited Event", .valid = true, .qn = kQnSend, .solicited = true};
-  t[0x6] = {.name = "Send with SE and Invalidate", .valid = true, .qn = kQnSend,
-            .carries_inv_stag = true, .solicited = true};
-  t[0x7] = {.name = "Terminate", .valid = true, .qn = kQnTerminate,
-            .ulp_header = sizeof(TerminateHdr)};
+  t[0x6] = {
+      .name = "Send with SE and Invalidate", .valid = true, .qn = kQnSend, .carries_inv_stag = true, .solicited = true};
+  t[0x7] = {.name = "Terminate", .valid = true, .qn = kQnTerminate, .ulp_header = sizeof(TerminateHdr)};
   return t;
 }();
 static_assert(kOpcodeTable[0x0].valid && kOpcodeTable[0x7].valid && !kOpcodeTable[0x8].valid);
@@ -111,8 +109,8 @@ struct DdpSegment {
   RdmapOpcode opcode = RdmapOpcode::send;
   bool tagged = false;
   bool last = false;
-  std::uint32_t stag = 0;  // tagged
-  std::uint64_t to = 0;    // tagged
+  std::uint32_t stag = 0;      // tagged
+  std::uint64_t to = 0;        // tagged
   std::uint32_t inv_stag = 0;  // untagged
   std::uint32_t qn = 0;
   std::uint32_t msn = 0;
@@ -125,10 +123,9 @@ struct DdpSegment {
 DecodeError decode_ddp(std::span<const std::uint8_t> bytes, DdpSegment& out);
 
 // Header builders: write the header into `out` and return its length (0 if `out` is too small).
-std::size_t encode_tagged(std::span<std::uint8_t> out, RdmapOpcode op, bool last, std::uint32_t stag,
-                          std::uint64_t to);
-std::size_t encode_untagged(std::span<std::uint8_t> out, RdmapOpcode op, bool last, std::uint32_t qn,
-                            std::uint32_t msn, std::uint32_t mo, std::uint32_t inv_stag = 0);
+std::size_t encode_tagged(std::span<std::uint8_t> out, RdmapOpcode op, bool last, std::uint32_t stag, std::uint64_t to);
+std::size_t encode_untagged(std::span<std::uint8_t> out, RdmapOpcode op, bool last, std::uint32_t qn, std::uint32_t msn,
+                            std::uint32_t mo, std::uint32_t inv_stag = 0);
 
 // Terminate (RFC 5040 section 4.8).
 enum class TermLayer : std::uint8_t { rdmap = 0, ddp = 1, llp = 2 };
@@ -137,19 +134,35 @@ enum class DdpEtype : std::uint8_t { local_catastrophic = 0, tagged_buffer = 1, 
 
 // DDP tagged buffer error codes (RFC 5041 section 7.2).
 enum class DdpTaggedError : std::uint8_t {
-  invalid_stag = 0x00, base_bounds = 0x01, stag_not_associated = 0x02, to_wrap = 0x03, invalid_version = 0x04
+  invalid_stag = 0x00,
+  base_bounds = 0x01,
+  stag_not_associated = 0x02,
+  to_wrap = 0x03,
+  invalid_version = 0x04
 };
 // DDP untagged buffer error codes.
 enum class DdpUntaggedError : std::uint8_t {
-  invalid_qn = 0x01, invalid_msn_no_buffer = 0x02, invalid_msn_range = 0x03, invalid_mo = 0x04,
-  message_too_long = 0x05, invalid_version = 0x06
+  invalid_qn = 0x01,
+  invalid_msn_no_buffer = 0x02,
+  invalid_msn_range = 0x03,
+  invalid_mo = 0x04,
+  message_too_long = 0x05,
+  invalid_version = 0x06
 };
 // RDMAP error codes (RFC 5040 section 7.2), one table shared by the Remote Protection (etype 1)
 // and Remote Operation (etype 2) error types.
 enum class RdmapError : std::uint8_t {
-  invalid_stag = 0x00, base_bounds = 0x01, access_violation = 0x02, stag_not_associated = 0x03,
-  to_wrap = 0x04, invalid_version = 0x05, unexpected_opcode = 0x06, catastrophic_local = 0x07,
-  catastrophic_global = 0x08, stag_cannot_invalidate = 0x09, unspecified = 0xFF
+  invalid_stag = 0x00,
+  base_bounds = 0x01,
+  access_violation = 0x02,
+  stag_not_associated = 0x03,
+  to_wrap = 0x04,
+  invalid_version = 0x05,
+  unexpected_opcode = 0x06,
+  catastrophic_local = 0x07,
+  catastrophic_global = 0x08,
+  stag_cannot_invalidate = 0x09,
+  unspecified = 0xFF
 };
 
 struct TerminateInfo {

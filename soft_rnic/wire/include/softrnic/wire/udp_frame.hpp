@@ -91,7 +91,6 @@ std::size_t seal_frame(std::span<std::uint8_t> buf, std::size_t len);
 std::array<std::uint8_t, kFrameTrailerLen> frame_trailer(std::uint32_t crc);
 
 // Checks a received datagram (length, version, type, CRC) and splits it into header and body.
-FrameError open_frame(std::span<const std::uint8_t> dgram, FrameHeader& hdr,
-                      std::span<const std::uint8_t>& body);
+FrameError open_frame(std::span<const std::uint8_t> dgram, FrameHeader& hdr, std::span<const std::uint8_t>& body);
 
 }  // namespace softrnic::wire
