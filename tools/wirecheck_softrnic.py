@@ -145,8 +145,11 @@ def check(a, opts):
             if "udp" in protos:
                 other_udp += 1
             continue
-        if "softrnic" not in protos or not r["softrnic.type"]:
+        if "softrnic" not in protos:
             fails.append("frame %s: UDP %d -> %d not decoded as softrnic (%s)" % (n, sport, dport, r["frame.protocols"]))
+            continue
+        if not r["softrnic.type"]:
+            fails.append("frame %s: UDP %d -> %d: softrnic header not decoded (%s)" % (n, sport, dport, r["_ws.col.Info"]))
             continue
         if r["softrnic.crc_status"] != "good":
             fails.append("frame %s: CRC32c %s (%s)" % (n, r["softrnic.crc_status"] or "not checked", r["_ws.col.Info"]))

@@ -105,7 +105,11 @@ DAT_RETURN lmr_free(DAT_LMR_HANDLE h) {
   std::lock_guard lk(api_mutex());
   Lmr* lmr = get<Lmr>(h, Kind::lmr);
   if (!lmr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
-  free_lmr(lmr);
+  // A posted, uncompleted DTO still names the region: freeing it would let data land in
+  // memory the consumer may have released.
+  if (lmr->ia->dev->dereg_mr(lmr->mr) != Status::ok) return err(DAT_INVALID_STATE);
+  lmr->pz->users--;
+  destroy(lmr);
   return DAT_SUCCESS;
 }
 

@@ -197,6 +197,9 @@ class DeviceImpl final : public Device {
     if (qp->cm == CmPhase::connected || qp->cm == CmPhase::disconnecting || qp->cm == CmPhase::accepting)
       send_abrupt_disconnect(*qp);
     if (qp->req) qp->req->phase = ReqPhase::rejected;
+    // Its work requests go with it (no completions for a QP that no longer exists).
+    for (auto& r : qp->rq) mrs_.hold(r.sgl, -1);
+    for (auto& w : qp->sq) mrs_.hold(*w.sgl, -1);
     qp->init.pd->users--;
     qp->init.send_cq->users--;
     qp->init.recv_cq->users--;
@@ -343,6 +346,7 @@ class DeviceImpl final : public Device {
       r.capacity += s.length;
     }
     if (r.capacity > limits_.max_msg_size) return Status::length_error;
+    mrs_.hold(r.sgl, +1);
     qp->rq.push_back(std::move(r));
     return Status::ok;
   }
@@ -382,8 +386,9 @@ class DeviceImpl final : public Device {
       }
       off += len;
     } while (off < total);
+    mrs_.hold(*sgl, +1);
     qp->sq.push_back(SendWqe{wr.wr_id, write ? WcOpcode::rdma_write : WcOpcode::send, wr.signaled, qp->snd_nxt,
-                             static_cast<std::uint32_t>(total)});
+                             static_cast<std::uint32_t>(total), std::move(sgl)});
     pump_tx(*qp);
     return Status::ok;
   }
@@ -536,10 +541,15 @@ class DeviceImpl final : public Device {
   }
 
   void flush_qp(Qp& qp) {
-    for (auto& r : qp.rq)
+    for (auto& r : qp.rq) {
+      mrs_.hold(r.sgl, -1);
       push_wc(qp.init.recv_cq, Wc{r.wr_id, WcOpcode::recv, WcStatus::flushed, 0, &qp, qp.init.context});
+    }
     qp.rq.clear();
-    for (auto& s : qp.sq) push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::flushed, 0, &qp, qp.init.context});
+    for (auto& s : qp.sq) {
+      mrs_.hold(*s.sgl, -1);
+      push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::flushed, 0, &qp, qp.init.context});
+    }
     qp.sq.clear();
     qp.backlog.clear();
     qp.inflight.clear();
@@ -759,8 +769,9 @@ class DeviceImpl final : public Device {
     qp.retries = 0;
     qp.rto_deadline = qp.inflight.empty() ? Clock::time_point{} : Clock::now() + qp.rto;
     while (!qp.sq.empty() && seq_le(qp.sq.front().end_seq, ack)) {
-      const SendWqe s = qp.sq.front();
+      const SendWqe s = std::move(qp.sq.front());
       qp.sq.pop_front();
+      mrs_.hold(*s.sgl, -1);
       if (s.signaled)
         push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::success, s.byte_len, &qp, qp.init.context});
     }
@@ -896,6 +907,7 @@ class DeviceImpl final : public Device {
     if (r.last_seen && r.placed >= r.msg_len) r.done = true;
     while (!qp.rq.empty() && qp.rq.front().done) {
       const RecvWqe& f = qp.rq.front();
+      mrs_.hold(f.sgl, -1);
       push_wc(qp.init.recv_cq, Wc{f.wr_id, WcOpcode::recv, WcStatus::success, static_cast<std::uint32_t>(f.msg_len),
                                   &qp, qp.init.context});
       qp.rq.pop_front();

@@ -42,6 +42,7 @@ struct SendWqe {
   bool signaled = true;
   std::uint32_t end_seq = 0;  // sequence number after its last frame
   std::uint32_t byte_len = 0;
+  std::shared_ptr<const std::vector<Sge>> sgl;  // holds its regions until completion
 };
 
 // A sequenced frame: its headers (frame, DDP, RDMAP) are kept here; its payload stays in the

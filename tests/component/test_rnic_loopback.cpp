@@ -372,3 +372,17 @@ TEST_F(Pair, ResourcesInUseAreNotFreed) {
   EXPECT_EQ(a.dev->dealloc_pd(a.pd), Status::ok);
   a.qp = nullptr;
 }
+
+TEST_F(Pair, RegionNamedByAPostedReceiveCannotBeDeregistered) {
+  const Sge rg = b.sge(0, 64);
+  ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{1, {&rg, 1}}), Status::ok);
+  EXPECT_EQ(b.dev->dereg_mr(b.mr), Status::in_use) << "an incoming Send would write into it";
+  connect();
+  const Sge s = a.sge(0, 8);
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::send, {&s, 1}}), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(b.dev->dereg_mr(b.mr), Status::ok) << "completed: free to go";
+  EXPECT_EQ(a.dev->dereg_mr(a.mr), Status::ok);
+}

@@ -260,6 +260,12 @@ TEST(DatApi, BadInputGetsAClearReturn) {
   // In use.
   EXPECT_EQ(type_of(dat_pz_free(ia.pz)), DAT_INVALID_STATE);
   EXPECT_EQ(type_of(dat_evd_free(a.req)), DAT_INVALID_STATE);
+  // An LMR named by a posted receive stays until the receive completes.
+  {
+    DAT_LMR_TRIPLET rt = a.iov(0, 8);
+    ASSERT_EQ(dat_ep_post_recv(a.ep, 1, &rt, c, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+    EXPECT_EQ(type_of(dat_lmr_free(a.lmr)), DAT_INVALID_STATE);
+  }
   // Posting on an unconnected EP.
   EXPECT_EQ(type_of(dat_ep_post_send(a.ep, 1, &t, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_STATE);
   DAT_RMR_TRIPLET r{};
