@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "api.hpp"
@@ -179,6 +180,18 @@ DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
         case Kind::ia: break;
       }
     }
+  }
+  if (const char* v = std::getenv("SOFTRNIC_STATS"); v && *v && *v != '0') {
+    const DeviceCounters c = ia->dev->counters();
+    std::fprintf(stderr,
+                 "softrnic: %s %s: tx_frames %llu rx_frames %llu retransmits %llu rx_duplicates %llu "
+                 "rx_out_of_order %llu rx_bad_frames %llu rx_unknown_qp %llu terminates_sent %llu "
+                 "terminates_received %llu\n",
+                 ia->name.c_str(), to_string(ia->dev->address()).c_str(), (unsigned long long)c.tx_frames,
+                 (unsigned long long)c.rx_frames, (unsigned long long)c.retransmits,
+                 (unsigned long long)c.rx_duplicates, (unsigned long long)c.rx_out_of_order,
+                 (unsigned long long)c.rx_bad_frames, (unsigned long long)c.rx_unknown_qp,
+                 (unsigned long long)c.terminates_sent, (unsigned long long)c.terminates_received);
   }
   ia->dev.reset();  // stops the progress thread
   destroy(ia);
