@@ -2,6 +2,7 @@
 """Validate a capture of softrnic's iWARP-over-UDP framing (docs/wire.md) with tshark.
 
 usage: wirecheck_softrnic.py CAPTURE [--ports 5041-5104] [--min-ddp N] [--min-cm N] [--expect-bad]
+                              [--no-udp-checksum]
 
 tshark (4.0) is the independent decoder: tools/wireshark/softrnic_udp.lua decodes the framing
 and hands DDP bodies to tshark's built-in iwarp_ddp_rdmap dissector. The tshark options (which
@@ -19,6 +20,9 @@ Asserts
      reserved bits 0, the tagged flag matching the RDMAP opcode (0, 2 tagged; 1, 3-7 untagged)
      and the untagged queue number matching it (1 for Read Request, 2 for Terminate, else 0);
   4. optionally, at least N DDP (--min-ddp) and N CM (--min-cm) frames.
+UDP checksums are verified (validate.py's OPTS) unless --no-udp-checksum: captures taken on lo
+(or on a sender with checksum offload) hold only the pseudo-header sum in the UDP checksum field,
+which tshark reports as a bad checksum on every frame. The CRC32c trailer is checked regardless.
 Exit status: 0 = all hold (with --expect-bad: 0 = at least one does NOT hold), 1 = otherwise,
 2 = the check itself could not run (tshark or the shared tools missing, unreadable capture).
 """
@@ -133,6 +137,7 @@ def check(a, opts):
     seen_seq = set()
     dups = []
     other_udp = 0
+    icmp_quotes = 0
     no_ackvalid = collections.Counter()
     for r in rows:
         n = r["frame.number"]
@@ -144,6 +149,9 @@ def check(a, opts):
         if "udp" not in protos or (sport not in a.ports and dport not in a.ports):
             if "udp" in protos:
                 other_udp += 1
+            continue
+        if "icmp" in protos or "icmpv6" in protos:
+            icmp_quotes += 1   # an ICMP error quoting (the start of) one of our datagrams
             continue
         if "softrnic" not in protos:
             fails.append("frame %s: UDP %d -> %d not decoded as softrnic (%s)" % (n, sport, dport, r["frame.protocols"]))
@@ -216,6 +224,9 @@ def check(a, opts):
     if no_ackvalid:
         notes.append("frames without the ack-valid flag: " +
                      ", ".join("%s x%d" % kv for kv in sorted(no_ackvalid.items())))
+    if icmp_quotes:
+        notes.append("%d ICMP errors quote softrnic datagrams (a peer's port was closed or unreachable)"
+                     % icmp_quotes)
     if other_udp:
         notes.append("%d UDP frames outside ports %s (not checked)" % (other_udp, a.ports_spec))
     return rows, counts, fails, notes
@@ -229,6 +240,9 @@ def main():
     ap.add_argument("--min-cm", type=int, help="fail unless at least N CM frames were seen")
     ap.add_argument("--expect-bad", action="store_true",
                     help="negative test: exit 0 only if validation FAILS")
+    ap.add_argument("--no-udp-checksum", action="store_true",
+                    help="do not verify UDP checksums (capture on lo: the field holds only the "
+                         "pseudo-header sum of checksum offload)")
     a = ap.parse_args()
     try:
         a.ports_spec = a.ports.replace(" ", "")
@@ -243,6 +257,8 @@ def main():
             raise ToolError("dissector not found: %s" % LUA)
         opts = ["-r", a.capture] + load_opts(wirecheck_dir()) + [
             "-X", "lua_script:" + LUA, "-o", "softrnic.ports:" + a.ports_spec]
+        if a.no_udp_checksum:
+            opts += ["-o", "udp.check_checksum:FALSE"]   # the last -o wins over OPTS' TRUE
         rows, counts, fails, notes = check(a, opts)
     except ToolError as e:
         print("wirecheck: ERROR: %s" % e)

@@ -73,6 +73,7 @@ constexpr std::chrono::milliseconds kDisconnectTimeout{2000};
 constexpr std::chrono::seconds kReqLinger{10};
 constexpr std::chrono::microseconds kMaxRto{500000};
 constexpr std::size_t kRxBurst = 32;
+constexpr std::ptrdiff_t kMaxPendingRequests = 1024;
 
 class DeviceImpl final : public Device {
  public:
@@ -974,6 +975,11 @@ class DeviceImpl final : public Device {
           tmp.conn_id = conn_id;
           tmp.conn_qual = c.conn_qual.get();
           send_reject(tmp, true);
+          return;
+        }
+        if (std::count_if(reqs_.begin(), reqs_.end(),
+                          [](const ConnRequest* q) { return q->phase == ReqPhase::pending; }) >= kMaxPendingRequests) {
+          ctr_.rx_dropped_requests++;  // a flood of requests cannot grow memory without bound
           return;
         }
         auto* r = new ConnRequest;

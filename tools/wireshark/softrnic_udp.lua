@@ -209,6 +209,7 @@ function proto.dissector(tvb, pinfo, tree)
   pinfo.cols.protocol:set("softrnic")
   local t = tree:add(proto, tvb(0, n))
   if n < HDR_LEN + TRAILER_LEN then
+    if pinfo.in_error_pkt then return n end   -- short quote in an ICMP error
     t:add_proto_expert_info(E.too_short, string.format("Datagram of %d bytes, at least 24 needed", n))
     pinfo.cols.info:set(string.format("softrnic: malformed (%d bytes)", n))
     return n
@@ -244,9 +245,12 @@ function proto.dissector(tvb, pinfo, tree)
 
   -- trailer
   local body_len = n - HDR_LEN - TRAILER_LEN
-  local crc_item = t:add_le(F.crc, tvb(n - TRAILER_LEN, TRAILER_LEN))
   local crc_ok
-  if tvb:reported_len() ~= n then
+  local in_icmp = pinfo.in_error_pkt   -- a datagram quoted by an ICMP error: cut short
+  local crc_item = not in_icmp and t:add_le(F.crc, tvb(n - TRAILER_LEN, TRAILER_LEN))
+  if in_icmp then
+    t:add(F.crc_status, "unverified")
+  elseif tvb:reported_len() ~= n then
     t:add(F.crc_status, "unverified")
     crc_item:add_proto_expert_info(E.truncated)
   else
@@ -269,6 +273,9 @@ function proto.dissector(tvb, pinfo, tree)
   if version ~= 1 or not TYPE_NAMES[ftype] then
     if body then t:add(F.body, body) end
     info = string.format("softrnic: version %d type %d (not decoded)", version, ftype)
+  elseif in_icmp then
+    if body then t:add(F.body, body) end
+    info = string.format("%s seq=%u ack=%u (in ICMP error)", TYPE_NAMES[ftype], seq, ack)
   elseif ftype == 1 then
     -- the DDP dissector sets its own Info text; keep it after ours
     pinfo.cols.info:clear()

@@ -169,6 +169,7 @@ struct DeviceCounters {
   std::uint64_t tx_frames = 0, rx_frames = 0;
   std::uint64_t retransmits = 0, rx_duplicates = 0, rx_out_of_order = 0;
   std::uint64_t rx_bad_frames = 0, rx_unknown_qp = 0, terminates_sent = 0, terminates_received = 0;
+  std::uint64_t rx_dropped_requests = 0;  // connection requests beyond the pending limit
 };
 
 struct QpCounters {
