@@ -97,6 +97,7 @@ class DeviceImpl final : public Device {
     for (auto* r : reqs_) delete r;
     mrs_.clear();
     for (Cq* cq : cqs_) delete cq;
+    for (Srq* srq : srqs_) delete srq;
     for (Pd* pd : pd_set_) delete pd;
   }
 
@@ -187,6 +188,7 @@ class DeviceImpl final : public Device {
     init.pd->users++;
     init.send_cq->users++;
     init.recv_cq->users++;
+    if (init.srq) init.srq->users++;
     qps_[qp->qpn] = qp;
     out = qp;
     return Status::ok;
@@ -199,8 +201,12 @@ class DeviceImpl final : public Device {
       send_abrupt_disconnect(*qp);
     if (qp->req) qp->req->phase = ReqPhase::rejected;
     // Its work requests go with it (no completions for a QP that no longer exists).
-    for (auto& r : qp->rq) mrs_.hold(r.sgl, -1);
+    for (auto& r : qp->rq) {
+      mrs_.hold(r.sgl, -1);
+      if (r.allocated && r.srq) r.srq->outstanding--;
+    }
     for (auto& w : qp->sq) mrs_.hold(*w.sgl, -1);
+    if (qp->init.srq) qp->init.srq->users--;
     qp->init.pd->users--;
     qp->init.send_cq->users--;
     qp->init.recv_cq->users--;
@@ -280,7 +286,7 @@ class DeviceImpl final : public Device {
     qp->peer_qpn = req->src_qpn;
     qp->conn_id = req->conn_id;
     qp->conn_qual = req->conn_qual;
-    qp->rcv_nxt = req->init_seq;
+    qp->rxw.reset(req->init_seq);
     qp->cm_private.assign(pd.begin(), pd.end());
     qp->cm = CmPhase::accepting;
     qp->state = QpState::rts;
@@ -334,21 +340,99 @@ class DeviceImpl final : public Device {
   // ---- Data path ----
   Status post_recv(Qp* qp, const RecvWr& wr) override {
     std::lock_guard lk(mu_);
+    if (qp->init.srq) return Status::invalid_state;  // its receives come from the SRQ
     if (qp->state != QpState::idle && qp->state != QpState::rts) return Status::invalid_state;
     if (wr.sgl.size() > qp->init.max_sge) return Status::invalid_param;
     if (qp->rq.size() >= qp->init.max_recv_wr) return Status::insufficient_resources;
     RecvWqe r;
-    r.wr_id = wr.wr_id;
-    for (const Sge& s : wr.sgl) {
-      if (s.length == 0) continue;
-      if (mrs_.check(s.lkey, qp->init.pd, s.addr, s.length, Access::local_write) != MrCheck::ok)
-        return Status::protection_violation;
-      r.sgl.push_back(s);
-      r.capacity += s.length;
-    }
-    if (r.capacity > limits_.max_msg_size) return Status::length_error;
+    if (const Status st = make_recv(qp->init.pd, wr, r); st != Status::ok) return st;
     mrs_.hold(r.sgl, +1);
     qp->rq.push_back(std::move(r));
+    qp->rq_allocated++;
+    check_watermarks(*qp);
+    return Status::ok;
+  }
+
+  // ---- SRQ ----
+  Status create_srq(const SrqInit& init, Srq*& out) override {
+    std::lock_guard lk(mu_);
+    if (!init.pd || !pd_set_.count(init.pd) || init.max_wr == 0 || init.max_wr > limits_.max_qp_wr ||
+        init.max_sge == 0 || init.max_sge > limits_.max_sge)
+      return Status::invalid_param;
+    auto* srq = new Srq;
+    srq->pd = init.pd;
+    srq->max_wr = init.max_wr;
+    srq->max_sge = init.max_sge;
+    srq->on_low_watermark = init.on_low_watermark;
+    init.pd->users++;
+    srqs_.insert(srq);
+    out = srq;
+    return Status::ok;
+  }
+
+  Status destroy_srq(Srq* srq) override {
+    std::lock_guard lk(mu_);
+    if (!srq || !srqs_.count(srq)) return Status::invalid_param;
+    if (srq->users) return Status::in_use;
+    for (auto& r : srq->q) mrs_.hold(r.sgl, -1);
+    srq->pd->users--;
+    srqs_.erase(srq);
+    delete srq;
+    return Status::ok;
+  }
+
+  Status post_srq_recv(Srq* srq, const RecvWr& wr) override {
+    std::lock_guard lk(mu_);
+    if (wr.sgl.size() > srq->max_sge) return Status::invalid_param;
+    if (srq->outstanding >= srq->max_wr) return Status::insufficient_resources;
+    RecvWqe r;
+    if (const Status st = make_recv(srq->pd, wr, r); st != Status::ok) return st;
+    r.srq = srq;
+    mrs_.hold(r.sgl, +1);
+    srq->q.push_back(std::move(r));
+    srq->outstanding++;
+    return Status::ok;
+  }
+
+  SrqCounts srq_counts(const Srq* srq) const override {
+    std::lock_guard lk(mu_);
+    return SrqCounts{static_cast<std::uint32_t>(srq->q.size()), srq->outstanding, srq->max_wr, srq->low_watermark};
+  }
+
+  Status resize_srq(Srq* srq, std::uint32_t max_wr) override {
+    std::lock_guard lk(mu_);
+    if (max_wr == 0 || max_wr > limits_.max_qp_wr) return Status::invalid_param;
+    if (max_wr < srq->outstanding) return Status::invalid_state;  // cannot drop posted buffers
+    srq->max_wr = max_wr;
+    return Status::ok;
+  }
+
+  Status set_srq_low_watermark(Srq* srq, std::uint32_t lw) override {
+    std::lock_guard lk(mu_);
+    if (lw > srq->max_wr) return Status::invalid_param;
+    srq->low_watermark = lw;
+    srq->lw_armed = true;
+    check_low_watermark(*srq);
+    return Status::ok;
+  }
+
+  void srq_reaped(Srq* srq, std::uint32_t n) override {
+    std::lock_guard lk(mu_);
+    if (!srqs_.count(srq)) return;
+    srq->outstanding -= std::min(n, srq->outstanding);
+  }
+
+  RecvCounts recv_counts(const Qp* qp) const override {
+    std::lock_guard lk(mu_);  // one snapshot: count and span under the same lock
+    return RecvCounts{qp->rq_allocated, static_cast<std::uint32_t>(qp->rq.size())};
+  }
+
+  Status set_recv_watermarks(Qp* qp, std::uint32_t soft, std::uint32_t hard) override {
+    std::lock_guard lk(mu_);
+    qp->soft_hw = soft;
+    qp->hard_hw = hard;
+    qp->soft_hw_armed = soft != kNoWatermark;
+    check_watermarks(*qp);
     return Status::ok;
   }
 
@@ -395,6 +479,74 @@ class DeviceImpl final : public Device {
   }
 
  private:
+  // ---- helpers: receive buffers ----
+  Status make_recv(Pd* pd, const RecvWr& wr, RecvWqe& r) {
+    r.wr_id = wr.wr_id;
+    for (const Sge& g : wr.sgl) {
+      if (g.length == 0) continue;
+      if (mrs_.check(g.lkey, pd, g.addr, g.length, Access::local_write) != MrCheck::ok)
+        return Status::protection_violation;
+      r.sgl.push_back(g);
+      r.capacity += g.length;
+    }
+    return r.capacity > limits_.max_msg_size ? Status::length_error : Status::ok;
+  }
+
+  void check_low_watermark(Srq& srq) {
+    if (srq.lw_armed && srq.q.size() < srq.low_watermark) {
+      srq.lw_armed = false;
+      if (srq.on_low_watermark) srq.on_low_watermark(&srq);
+    }
+  }
+
+  // Soft: one notification per arming. Hard: the connection breaks. False when broken.
+  bool check_watermarks(Qp& qp) {
+    if (qp.soft_hw_armed && qp.rq_allocated > qp.soft_hw) {
+      qp.soft_hw_armed = false;
+      if (qp.init.on_soft_watermark) qp.init.on_soft_watermark(&qp);
+    }
+    if (qp.hard_hw != kNoWatermark && qp.rq_allocated > qp.hard_hw && qp.state == QpState::rts) {
+      terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::local_catastrophic),
+                static_cast<std::uint8_t>(w::RdmapError::catastrophic_local),
+                "more receive buffers allocated than the hard high watermark");
+      return false;
+    }
+    return true;
+  }
+
+  // Gives rq[idx] a buffer from the SRQ (and, under gap fill, every entry below it).
+  bool allocate_from_srq(Qp& qp, std::size_t idx) {
+    Srq& srq = *qp.init.srq;
+    const AllocPolicy policy = qp.init.alloc_policy.value_or(cfg_.alloc_policy);
+    const std::size_t first = policy == AllocPolicy::gap_fill ? 0 : idx;
+    for (std::size_t i = first; i <= idx; ++i) {
+      RecvWqe& slot = qp.rq[i];
+      if (slot.allocated) continue;
+      if (srq.q.empty()) return false;
+      slot = std::move(srq.q.front());
+      srq.q.pop_front();
+      slot.allocated = true;
+      qp.rq_allocated++;
+    }
+    check_low_watermark(srq);
+    return check_watermarks(qp);
+  }
+
+  // Completes receives in MSN order: the front buffer when its message is whole and every
+  // earlier frame of the stream (RDMA Writes before the Send included) has arrived.
+  void complete_receives(Qp& qp) {
+    while (!qp.rq.empty()) {
+      const RecvWqe& f = qp.rq.front();
+      if (!f.allocated || !f.done || !seq_lt(f.max_seq, qp.rxw.next())) break;
+      mrs_.hold(f.sgl, -1);
+      push_wc(qp.init.recv_cq, Wc{f.wr_id, WcOpcode::recv, WcStatus::success, static_cast<std::uint32_t>(f.msg_len),
+                                  &qp, qp.init.context, f.srq});
+      qp.rq.pop_front();
+      qp.rq_allocated--;
+      qp.recv_msn++;
+    }
+  }
+
   // ---- helpers: frames ----
   // Appends a sequenced frame to the backlog. `parts` are the bytes after the frame header.
   SeqFrame& enqueue_seq(Qp& qp, w::FrameType type, std::initializer_list<std::span<const std::uint8_t>> parts) {
@@ -437,7 +589,7 @@ class DeviceImpl final : public Device {
     w::FrameHdrWire h;
     std::memcpy(&h, f.head.data(), sizeof h);
     h.flags = w::kFlagAckValid;
-    h.ack = w::Be32(qp.rcv_nxt);
+    h.ack = w::Be32(qp.rxw.next());
     std::memcpy(f.head.data(), &h, sizeof h);
     const std::span<const std::uint8_t> head{f.head.data(), f.head_len};
     const auto body = payload_of(f);
@@ -448,7 +600,7 @@ class DeviceImpl final : public Device {
     const netdev::TxFrame tf{qp.peer, head, body, tail};
     nd_->tx_burst({&tf, 1});
     qp.ctr.tx_frames++;
-    qp.ack_needed = false;
+    if (!qp.rxw.has_gap()) qp.ack_needed = false;  // the piggybacked ack says it all
   }
 
   void send_raw(NetAddr to, std::span<const std::uint8_t> d) {
@@ -457,7 +609,6 @@ class DeviceImpl final : public Device {
   }
 
   void pump_tx(Qp& qp) {
-    bool sent = false;
     while (!qp.backlog.empty() && qp.inflight.size() < cfg_.window &&
            (qp.inflight.empty() || qp.inflight_bytes + qp.backlog.front().len <= window_bytes_)) {
       SeqFrame& f = qp.inflight.emplace_back(std::move(qp.backlog.front()));
@@ -465,9 +616,7 @@ class DeviceImpl final : public Device {
       qp.inflight_bytes += f.len;
       f.sent = Clock::now();
       transmit(qp, f);
-      sent = true;
     }
-    if (sent && qp.rto_deadline == Clock::time_point{}) qp.rto_deadline = Clock::now() + qp.rto;
   }
 
   // RFC 6298: SRTT, RTTVAR and RTO from one sample.
@@ -485,9 +634,13 @@ class DeviceImpl final : public Device {
   }
 
   void send_ack(Qp& qp) {
-    std::uint8_t buf[w::kFrameOverhead];
-    w::write_frame_header(buf, {w::FrameType::ack, w::kFlagAckValid, qp.peer_qpn, qp.qpn, 0, qp.rcv_nxt});
-    send_raw(qp.peer, {buf, w::seal_frame(buf, w::kFrameHeaderLen)});
+    std::uint8_t buf[w::kFrameOverhead + 4 + 8 * w::kMaxSackBlocks];
+    w::write_frame_header(buf, {w::FrameType::ack, w::kFlagAckValid, qp.peer_qpn, qp.qpn, 0, qp.rxw.next()});
+    std::array<SackBlock, w::kMaxSackBlocks> blocks;
+    const std::size_t nb = qp.rxw.sack_blocks(blocks);
+    const std::size_t body =
+        nb ? w::encode_sack({buf + w::kFrameHeaderLen, sizeof buf - w::kFrameHeaderLen}, {blocks.data(), nb}) : 0;
+    send_raw(qp.peer, {buf, w::seal_frame(buf, w::kFrameHeaderLen + body)});
     qp.ack_needed = false;
   }
 
@@ -526,7 +679,7 @@ class DeviceImpl final : public Device {
     const w::StreamCtrlWire c{w::Be32(static_cast<std::uint32_t>(w::StreamCtrlOp::disconnect))};
     std::uint8_t buf[w::kFrameOverhead + sizeof c];
     w::write_frame_header(buf, {w::FrameType::stream_ctrl, w::kFlagAckValid, qp.peer_qpn, qp.qpn,
-                                qp.backlog.empty() && qp.inflight.empty() ? qp.snd_nxt : qp.snd_una, qp.rcv_nxt});
+                                qp.backlog.empty() && qp.inflight.empty() ? qp.snd_nxt : qp.snd_una, qp.rxw.next()});
     std::memcpy(buf + w::kFrameHeaderLen, &c, sizeof c);
     send_raw(qp.peer, {buf, w::seal_frame(buf, w::kFrameHeaderLen + sizeof c)});
   }
@@ -542,11 +695,14 @@ class DeviceImpl final : public Device {
   }
 
   void flush_qp(Qp& qp) {
+    // Buffers taken from an SRQ go to this QP's receive EVD too; untaken entries had none.
     for (auto& r : qp.rq) {
+      if (!r.allocated) continue;
       mrs_.hold(r.sgl, -1);
-      push_wc(qp.init.recv_cq, Wc{r.wr_id, WcOpcode::recv, WcStatus::flushed, 0, &qp, qp.init.context});
+      push_wc(qp.init.recv_cq, Wc{r.wr_id, WcOpcode::recv, WcStatus::flushed, 0, &qp, qp.init.context, r.srq});
     }
     qp.rq.clear();
+    qp.rq_allocated = 0;
     for (auto& s : qp.sq) {
       mrs_.hold(*s.sgl, -1);
       push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::flushed, 0, &qp, qp.init.context});
@@ -555,7 +711,6 @@ class DeviceImpl final : public Device {
     qp.backlog.clear();
     qp.inflight.clear();
     qp.inflight_bytes = 0;
-    qp.rto_deadline = {};
   }
 
   // Ends the connection: flush, state, and (if given) one event to the consumer.
@@ -578,7 +733,7 @@ class DeviceImpl final : public Device {
     qp.peer_qpn = 0;
     qp.snd_nxt = qp.snd_una = static_cast<std::uint32_t>(rng_());
     qp.send_msn = qp.recv_msn = 1;
-    qp.retries = 0;
+    qp.disc_rx_pending = false;
     qp.rto = cfg_.initial_rto;
     qp.srtt_us = qp.rttvar_us = 0;
   }
@@ -669,26 +824,32 @@ class DeviceImpl final : public Device {
           break;
         default: break;
       }
-      if (!qp.inflight.empty() && qp.rto_deadline != Clock::time_point{} && now >= qp.rto_deadline) {
-        if (++qp.retries > cfg_.retry_limit) {
-          ctr_.retransmits++;
-          if (qp.state == QpState::terminate) {
-            flush_qp(qp);
-            qp.state = QpState::error;
-          } else {
-            close_qp(qp, CmEventType::broken, "retry limit exceeded");
-          }
-          continue;
+      // Retransmit only what is neither acknowledged nor selectively acknowledged and has been
+      // out longer than the RTO; a frame merely overtaken by later ones is left alone.
+      bool timed_out = false, exhausted = false;
+      for (SeqFrame& f : qp.inflight) {
+        if (f.sacked || now - f.sent < qp.rto) continue;
+        if (++f.retries > cfg_.retry_limit) {
+          exhausted = true;
+          break;
         }
-        for (SeqFrame& f : qp.inflight) {
-          f.retransmitted = true;
-          transmit(qp, f);
-          qp.ctr.retransmits++;
-          ctr_.retransmits++;
-        }
-        qp.rto = std::min(qp.rto * 2, kMaxRto);
-        qp.rto_deadline = now + qp.rto;
+        f.retransmitted = true;
+        f.sent = now;
+        transmit(qp, f);
+        qp.ctr.retransmits++;
+        ctr_.retransmits++;
+        timed_out = true;
       }
+      if (exhausted) {
+        if (qp.state == QpState::terminate) {
+          flush_qp(qp);
+          qp.state = QpState::error;
+        } else {
+          close_qp(qp, CmEventType::broken, "retry limit exceeded");
+        }
+        continue;
+      }
+      if (timed_out) qp.rto = std::min(qp.rto * 2, kMaxRto);  // back off until a fresh sample
     }
     std::erase_if(reqs_, [&](ConnRequest* r) {
       if (r->phase == ReqPhase::pending || now - r->decided < kReqLinger) return false;
@@ -720,26 +881,51 @@ class DeviceImpl final : public Device {
     }
     Qp& qp = *it->second;
     qp.ctr.rx_frames++;
-    if (h.flags & w::kFlagAckValid) handle_ack(qp, h.ack);
-    if (h.type == w::FrameType::ack) return;
+    if (h.type == w::FrameType::ack) {
+      std::array<SackBlock, w::kMaxSackBlocks> blocks;
+      const std::size_t nb = w::decode_sack(body, std::span<SackBlock>(blocks));
+      if (nb == w::kSackInvalid) {
+        ctr_.rx_bad_frames++;
+        return;
+      }
+      if (h.flags & w::kFlagAckValid) handle_ack(qp, h.ack, {blocks.data(), nb});
+      return;
+    }
+    if (h.flags & w::kFlagAckValid) handle_ack(qp, h.ack, {});
     if (qp.cm == CmPhase::accepting) established_passive(qp);
     mark_ack(qp);
-    const auto d_seq = static_cast<std::int32_t>(h.seq - qp.rcv_nxt);
-    if (d_seq < 0) {
-      qp.ctr.rx_duplicates++;
-      ctr_.rx_duplicates++;
-      return;
+    const bool ahead = h.seq != qp.rxw.next();
+    switch (qp.rxw.accept(h.seq)) {
+      case RxWindow::Verdict::duplicate:
+        qp.ctr.rx_duplicates++;
+        ctr_.rx_duplicates++;
+        return;
+      case RxWindow::Verdict::beyond:
+        qp.ctr.rx_beyond_window++;
+        ctr_.rx_beyond_window++;
+        return;
+      case RxWindow::Verdict::deliver: break;
     }
-    if (d_seq > 0) {
+    if (ahead) {
       qp.ctr.rx_out_of_order++;
       ctr_.rx_out_of_order++;
-      return;
     }
-    qp.rcv_nxt++;
+    // Placement happens as segments arrive, in any order; what must follow the stream's order
+    // (receive completions, a graceful close) waits until the cumulative point passes it.
     if (h.type == w::FrameType::ddp) {
-      handle_ddp(qp, body);
+      handle_ddp(qp, body, h.seq);
     } else if (h.type == w::FrameType::stream_ctrl) {
-      handle_stream_ctrl(qp, body);
+      handle_stream_ctrl(qp, body, h.seq);
+    }
+    stream_advanced(qp);
+  }
+
+  // Completes what the cumulative point now covers: receives in MSN order, then a pending close.
+  void stream_advanced(Qp& qp) {
+    complete_receives(qp);
+    if (qp.disc_rx_pending && seq_lt(qp.disc_rx_seq, qp.rxw.next())) {
+      qp.disc_rx_pending = false;
+      peer_closed(qp);
     }
   }
 
@@ -750,25 +936,34 @@ class DeviceImpl final : public Device {
     }
   }
 
-  void handle_ack(Qp& qp, std::uint32_t ack) {
-    if (!seq_lt(qp.snd_una, ack) || seq_lt(qp.snd_nxt, ack)) return;
+  void handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack) {
+    if (seq_lt(qp.snd_nxt, ack) || seq_lt(ack, qp.snd_una)) return;  // stale or impossible
     const auto now = Clock::now();
-    const SeqFrame* newest = nullptr;
-    Clock::time_point newest_sent{};
-    bool clean = true;
+    bool sampled = false;
+    // Karn: an RTT sample only from a frame sent once.
+    const auto sample = [&](const SeqFrame& f) {
+      if (!sampled && !f.retransmitted) {
+        rtt_sample(qp, std::chrono::duration_cast<std::chrono::microseconds>(now - f.sent));
+        sampled = true;
+      }
+    };
+    // Newest first gives the freshest sample.
+    for (auto it = qp.inflight.rbegin(); it != qp.inflight.rend(); ++it) {
+      SeqFrame& f = *it;
+      bool covered = seq_lt(f.seq, ack);
+      for (const SackBlock& b : sack)
+        if (!seq_lt(f.seq, b.start) && seq_lt(f.seq, b.end)) covered = true;
+      if (covered && !f.sacked) {
+        sample(f);
+        f.sacked = true;
+      }
+    }
+    if (!seq_lt(qp.snd_una, ack)) return;  // no new cumulative progress
     while (!qp.inflight.empty() && seq_lt(qp.inflight.front().seq, ack)) {
-      const SeqFrame& f = qp.inflight.front();
-      newest = &f;
-      newest_sent = f.sent;
-      clean = clean && !f.retransmitted;
-      qp.inflight_bytes -= f.len;
+      qp.inflight_bytes -= qp.inflight.front().len;
       qp.inflight.pop_front();
     }
-    // Karn: sample only when nothing acknowledged here was retransmitted.
-    if (newest && clean) rtt_sample(qp, std::chrono::duration_cast<std::chrono::microseconds>(now - newest_sent));
     qp.snd_una = ack;
-    qp.retries = 0;
-    qp.rto_deadline = qp.inflight.empty() ? Clock::time_point{} : Clock::now() + qp.rto;
     while (!qp.sq.empty() && seq_le(qp.sq.front().end_seq, ack)) {
       const SendWqe s = std::move(qp.sq.front());
       qp.sq.pop_front();
@@ -792,7 +987,7 @@ class DeviceImpl final : public Device {
     if (qp.init.on_event) qp.init.on_event(&qp, CmEvent{CmEventType::established, {}, ""});
   }
 
-  void handle_stream_ctrl(Qp& qp, std::span<const std::uint8_t> body) {
+  void handle_stream_ctrl(Qp& qp, std::span<const std::uint8_t> body, std::uint32_t seq) {
     if (body.size() < sizeof(w::StreamCtrlWire)) {
       ctr_.rx_bad_frames++;
       return;
@@ -804,14 +999,20 @@ class DeviceImpl final : public Device {
       return;
     }
     if (qp.cm == CmPhase::closed) return;
-    // The peer closed: everything it sent before has been delivered. Acknowledge now, since
-    // the QP stops sending.
+    // Acted on once everything the peer sent before it has arrived (stream_advanced).
+    qp.disc_rx_pending = true;
+    qp.disc_rx_seq = seq;
+  }
+
+  void peer_closed(Qp& qp) {
+    if (qp.cm == CmPhase::closed) return;
+    // Acknowledge now, since the QP stops sending.
     send_ack(qp);
     if (qp.state == QpState::rts) qp.state = QpState::closing;
     close_qp(qp, CmEventType::disconnected, "");
   }
 
-  void handle_ddp(Qp& qp, std::span<const std::uint8_t> body) {
+  void handle_ddp(Qp& qp, std::span<const std::uint8_t> body, std::uint32_t seq) {
     if (qp.state != QpState::rts) return;  // closing or terminated: nothing more is placed
     w::DdpSegment s;
     const w::DecodeError e = w::decode_ddp(body, s);
@@ -837,7 +1038,7 @@ class DeviceImpl final : public Device {
     }
     switch (s.opcode) {
       case w::RdmapOpcode::send:
-      case w::RdmapOpcode::send_se: place_untagged(qp, s); return;
+      case w::RdmapOpcode::send_se: place_untagged(qp, s, seq); return;
       case w::RdmapOpcode::rdma_write: place_tagged(qp, s); return;
       case w::RdmapOpcode::terminate: {
         ctr_.terminates_received++;
@@ -860,7 +1061,7 @@ class DeviceImpl final : public Device {
     }
   }
 
-  void place_untagged(Qp& qp, const w::DdpSegment& s) {
+  void place_untagged(Qp& qp, const w::DdpSegment& s, std::uint32_t seq) {
     const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(s.msn - qp.recv_msn));
     const auto untagged = static_cast<std::uint8_t>(w::DdpEtype::untagged_buffer);
     if (idx < 0) {
@@ -868,12 +1069,32 @@ class DeviceImpl final : public Device {
                 "MSN " + std::to_string(s.msn) + " already completed");
       return;
     }
-    if (static_cast<std::size_t>(idx) >= qp.rq.size()) {
+    const auto slot = static_cast<std::size_t>(idx);
+    if (qp.init.srq) {
+      // A message's first segment to arrive takes a buffer from the SRQ (arrival order).
+      if (slot >= RxWindow::kSize) {
+        terminate(qp, w::TermLayer::ddp, untagged, static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_msn_range),
+                  "MSN " + std::to_string(s.msn) + " too far ahead");
+        return;
+      }
+      if (slot >= qp.rq.size()) {
+        RecvWqe empty;
+        empty.allocated = false;
+        qp.rq.resize(slot + 1, empty);
+      }
+      if (!qp.rq[slot].allocated && !allocate_from_srq(qp, slot)) {
+        if (qp.state == QpState::rts)
+          terminate(qp, w::TermLayer::ddp, untagged,
+                    static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_msn_no_buffer),
+                    "the SRQ has no buffer for MSN " + std::to_string(s.msn));
+        return;
+      }
+    } else if (slot >= qp.rq.size()) {
       terminate(qp, w::TermLayer::ddp, untagged, static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_msn_no_buffer),
                 "no receive buffer posted for MSN " + std::to_string(s.msn));
       return;
     }
-    RecvWqe& r = qp.rq[static_cast<std::size_t>(idx)];
+    RecvWqe& r = qp.rq[slot];
     const std::uint64_t end = std::uint64_t{s.mo} + s.payload.size();
     if (end > r.capacity) {
       terminate(
@@ -905,15 +1126,9 @@ class DeviceImpl final : public Device {
       r.last_seen = true;
       r.msg_len = end;
     }
+    if (!r.seq_seen || seq_lt(r.max_seq, seq)) r.max_seq = seq;
+    r.seq_seen = true;
     if (r.last_seen && r.placed >= r.msg_len) r.done = true;
-    while (!qp.rq.empty() && qp.rq.front().done) {
-      const RecvWqe& f = qp.rq.front();
-      mrs_.hold(f.sgl, -1);
-      push_wc(qp.init.recv_cq, Wc{f.wr_id, WcOpcode::recv, WcStatus::success, static_cast<std::uint32_t>(f.msg_len),
-                                  &qp, qp.init.context});
-      qp.rq.pop_front();
-      qp.recv_msn++;
-    }
   }
 
   void place_tagged(Qp& qp, const w::DdpSegment& s) {
@@ -1001,7 +1216,7 @@ class DeviceImpl final : public Device {
         Qp& qp = *it->second;
         if (qp.cm == CmPhase::connecting) {
           qp.peer_qpn = h.src_qpn;
-          qp.rcv_nxt = c.init_seq.get();
+          qp.rxw.reset(c.init_seq.get());
           qp.state = QpState::rts;
           qp.cm = CmPhase::connected;
           send_cm(qp, w::CmOp::ready_to_use, 0);
@@ -1045,6 +1260,7 @@ class DeviceImpl final : public Device {
   std::uint32_t next_pd_ = 1, next_qpn_ = 1;
   std::unordered_set<Pd*> pd_set_;
   std::unordered_set<Cq*> cqs_;
+  std::unordered_set<Srq*> srqs_;
   std::unordered_map<std::uint32_t, Qp*> qps_;
   std::map<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>> listeners_;
   std::vector<ConnRequest*> reqs_;

@@ -11,11 +11,14 @@
 #include <vector>
 
 #include "mr_table.hpp"
+#include "rx_window.hpp"
 #include "softrnic/rnic.hpp"
 
 namespace softrnic {
 
 using Clock = std::chrono::steady_clock;
+
+inline constexpr std::uint32_t kNoWatermark = ~std::uint32_t{0};
 
 struct Cq {
   std::mutex mu;  // guards q (poll_cq runs without the device lock)
@@ -26,7 +29,10 @@ struct Cq {
   std::function<void()> notify;
 };
 
+// A receive buffer. On a QP's receive queue, entry i belongs to MSN recv_msn + i; on an SRQ
+// QP an entry may exist without a buffer yet (a later MSN arrived first, arrival policy).
 struct RecvWqe {
+  bool allocated = true;
   std::uint64_t wr_id = 0;
   std::vector<Sge> sgl;
   std::uint64_t capacity = 0;
@@ -34,6 +40,21 @@ struct RecvWqe {
   std::uint64_t msg_len = 0;
   bool last_seen = false;
   bool done = false;
+  std::uint32_t max_seq = 0;  // highest stream sequence number of its segments
+  bool seq_seen = false;
+  Srq* srq = nullptr;  // where the buffer came from
+};
+
+struct Srq {
+  Pd* pd = nullptr;
+  std::uint32_t max_wr = 0;
+  std::uint32_t max_sge = 0;
+  std::deque<RecvWqe> q;          // buffers not yet taken by a QP
+  std::uint32_t outstanding = 0;  // posted and not yet reaped by the consumer
+  std::uint32_t low_watermark = 0;
+  bool lw_armed = false;
+  std::uint32_t users = 0;  // QPs attached
+  std::function<void(Srq*)> on_low_watermark;
 };
 
 struct SendWqe {
@@ -56,8 +77,10 @@ struct SeqFrame {
   std::shared_ptr<const std::vector<Sge>> sgl;  // payload source, null when there is none
   std::uint64_t sgl_off = 0;
   std::uint32_t len = 0;
-  Clock::time_point sent{};
+  Clock::time_point sent{};  // last transmission
   bool retransmitted = false;
+  bool sacked = false;  // the peer has it (selective acknowledgement)
+  int retries = 0;
 };
 
 enum class CmPhase : std::uint8_t { none, connecting, accepting, connected, disconnecting, closed };
@@ -84,20 +107,23 @@ struct Qp {
   std::deque<SeqFrame> inflight;  // sent, not acknowledged
   std::deque<SeqFrame> backlog;   // waiting for window
   std::size_t inflight_bytes = 0;
-  Clock::time_point rto_deadline{};
   std::chrono::microseconds rto{0};
   double srtt_us = 0, rttvar_us = 0;  // RFC 6298 estimator; srtt 0 = no sample yet
-  int retries = 0;
-  std::uint32_t disc_seq = 0;  // sequence after our disconnect frame
+  std::uint32_t disc_seq = 0;         // sequence after our disconnect frame
 
   // Receive side.
-  std::uint32_t rcv_nxt = 0;
+  RxWindow rxw;
   bool ack_needed = false;
+  bool disc_rx_pending = false;  // the peer's disconnect arrived ahead of a gap
+  std::uint32_t disc_rx_seq = 0;
 
   // RDMAP/DDP.
   std::uint32_t send_msn = 1;  // next MSN on QN 0
   std::uint32_t recv_msn = 1;  // MSN of rq.front()
   std::deque<RecvWqe> rq;
+  std::uint32_t rq_allocated = 0;  // entries of rq holding a buffer
+  std::uint32_t soft_hw = kNoWatermark, hard_hw = kNoWatermark;
+  bool soft_hw_armed = false;
   std::deque<SendWqe> sq;  // posted, not completed, in order
 
   QpCounters ctr{};

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,6 +62,12 @@ struct Limits {
   std::uint32_t max_pd = 4096;
 };
 
+// How an SRQ QP takes buffers for messages that arrive ahead of earlier ones (DESIGN.md).
+enum class AllocPolicy : std::uint8_t {
+  arrival,   // only the arriving MSN takes a buffer (19, 22, 23 after 18: allocated 3, span 5)
+  gap_fill,  // the gap below it is allocated too (allocated 5, span 5)
+};
+
 struct DeviceConfig {
   netdev::NetdevConfig netdev;
   std::chrono::milliseconds connect_timeout{20000};  // default when the caller gives none
@@ -69,6 +76,7 @@ struct DeviceConfig {
   int retry_limit = 12;                              // retransmissions of one frame before the QP breaks
   std::uint32_t window = 1024;                       // frames in flight per QP
   std::size_t window_bytes = 4 << 20;                // payload bytes in flight per QP (capped by rx buffer / 4)
+  AllocPolicy alloc_policy = AllocPolicy::arrival;   // for SRQ QPs
   bool busy_poll = false;                            // progress thread spins instead of sleeping
 };
 
@@ -77,6 +85,7 @@ struct Mr;
 struct Cq;
 struct Qp;
 struct ConnRequest;
+struct Srq;
 
 struct Sge {
   std::uint32_t lkey = 0;
@@ -103,6 +112,7 @@ struct Wc {
   std::uint32_t byte_len = 0;
   Qp* qp = nullptr;
   void* qp_context = nullptr;
+  Srq* srq = nullptr;  // the buffer came from this SRQ (the consumer reports reaping it)
 };
 
 enum class SendOpcode : std::uint8_t { send, send_solicited, rdma_write };
@@ -150,12 +160,35 @@ struct QpInit {
   std::uint32_t max_sge = 4;
   void* context = nullptr;                            // returned in Wc::qp_context
   std::function<void(Qp*, const CmEvent&)> on_event;  // connection events
+  Srq* srq = nullptr;                                 // receives come from this SRQ
+  std::optional<AllocPolicy> alloc_policy;            // default: the device's
+  std::function<void(Qp*)> on_soft_watermark;         // allocated buffers exceeded the soft watermark
 };
 
 struct ConnRequestInfo {
   NetAddr remote;
   std::uint64_t conn_qual = 0;
   std::vector<std::uint8_t> private_data;
+};
+
+struct SrqInit {
+  Pd* pd = nullptr;
+  std::uint32_t max_wr = 256;
+  std::uint32_t max_sge = 4;
+  std::function<void(Srq*)> on_low_watermark;  // fewer buffers available than the armed watermark
+};
+
+struct SrqCounts {
+  std::uint32_t available = 0;    // buffers still on the SRQ
+  std::uint32_t outstanding = 0;  // posted and not yet reaped by the consumer
+  std::uint32_t max_wr = 0;
+  std::uint32_t low_watermark = 0;
+};
+
+// One consistent snapshot of a QP's receive buffers (dat_ep_recv_query).
+struct RecvCounts {
+  std::uint32_t allocated = 0;  // buffers allocated to the QP, not yet completed
+  std::uint32_t span = 0;       // MSNs from the next to complete to the highest allocated
 };
 
 struct MrInfo {
@@ -167,13 +200,14 @@ struct MrInfo {
 
 struct DeviceCounters {
   std::uint64_t tx_frames = 0, rx_frames = 0;
-  std::uint64_t retransmits = 0, rx_duplicates = 0, rx_out_of_order = 0;
+  std::uint64_t retransmits = 0, rx_duplicates = 0, rx_out_of_order = 0, rx_beyond_window = 0;
   std::uint64_t rx_bad_frames = 0, rx_unknown_qp = 0, terminates_sent = 0, terminates_received = 0;
   std::uint64_t rx_dropped_requests = 0;  // connection requests beyond the pending limit
 };
 
 struct QpCounters {
   std::uint64_t tx_frames = 0, rx_frames = 0, retransmits = 0, rx_duplicates = 0, rx_out_of_order = 0;
+  std::uint64_t rx_beyond_window = 0;
 };
 
 class Device {
@@ -224,6 +258,21 @@ class Device {
 
   virtual Status post_send(Qp* qp, const SendWr& wr) = 0;
   virtual Status post_recv(Qp* qp, const RecvWr& wr) = 0;
+
+  // Shared receive queues.
+  virtual Status create_srq(const SrqInit& init, Srq*& out) = 0;
+  virtual Status destroy_srq(Srq* srq) = 0;  // in_use while QPs use it
+  virtual Status post_srq_recv(Srq* srq, const RecvWr& wr) = 0;
+  virtual SrqCounts srq_counts(const Srq* srq) const = 0;
+  virtual Status resize_srq(Srq* srq, std::uint32_t max_wr) = 0;
+  // Arms one low-watermark notification (at once if already below).
+  virtual Status set_srq_low_watermark(Srq* srq, std::uint32_t lw) = 0;
+  // The consumer took `n` completions of this SRQ's buffers off its queue.
+  virtual void srq_reaped(Srq* srq, std::uint32_t n) = 0;
+
+  virtual RecvCounts recv_counts(const Qp* qp) const = 0;
+  // Soft: one notification when allocated buffers exceed it; hard: the connection breaks.
+  virtual Status set_recv_watermarks(Qp* qp, std::uint32_t soft, std::uint32_t hard) = 0;
 };
 
 }  // namespace softrnic

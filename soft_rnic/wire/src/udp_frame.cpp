@@ -1,5 +1,6 @@
 #include "softrnic/wire/udp_frame.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "softrnic/wire/crc32c.hpp"
@@ -37,6 +38,19 @@ std::size_t seal_frame(std::span<std::uint8_t> buf, std::size_t len) {
   const auto t = frame_trailer(crc32c(buf.first(len)));
   std::memcpy(buf.data() + len, t.data(), t.size());
   return len + t.size();
+}
+
+std::size_t encode_sack(std::span<std::uint8_t> out, std::span<const SackRange> blocks) {
+  const std::size_t n = std::min(blocks.size(), kMaxSackBlocks);
+  if (out.size() < 4 + 8 * n) return 0;
+  out[0] = static_cast<std::uint8_t>(n);
+  out[1] = out[2] = out[3] = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Be32 a(blocks[i].start), b(blocks[i].end);
+    std::memcpy(out.data() + 4 + 8 * i, &a, 4);
+    std::memcpy(out.data() + 8 + 8 * i, &b, 4);
+  }
+  return 4 + 8 * n;
 }
 
 FrameError open_frame(std::span<const std::uint8_t> d, FrameHeader& hdr, std::span<const std::uint8_t>& body) {

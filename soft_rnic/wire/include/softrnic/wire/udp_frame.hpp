@@ -69,6 +69,35 @@ struct CmHdrWire {
 };
 static_assert(sizeof(CmHdrWire) == 24);
 
+// ACK body: count (1 byte), 3 reserved bytes, then `count` blocks of [start, end) sequence numbers
+// (big-endian) received above the cumulative acknowledgement.
+inline constexpr std::size_t kMaxSackBlocks = 8;
+inline constexpr std::size_t kSackInvalid = ~std::size_t{0};
+struct SackRange {
+  std::uint32_t start = 0;
+  std::uint32_t end = 0;
+};
+// Writes the ACK body into `out` (4 + 8 * blocks.size() bytes); returns its length.
+std::size_t encode_sack(std::span<std::uint8_t> out, std::span<const SackRange> blocks);
+// Decodes an ACK body into `out`; returns the block count, or kSackInvalid for a malformed body.
+template <typename Block>
+std::size_t decode_sack(std::span<const std::uint8_t> body, std::span<Block> out) {
+  if (body.empty()) return 0;
+  if (body.size() < 4) return kSackInvalid;
+  const std::size_t n = body[0];
+  if (n > kMaxSackBlocks || n > out.size() || body.size() != 4 + 8 * n || body[1] || body[2] || body[3])
+    return kSackInvalid;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint8_t* p = body.data() + 4 + 8 * i;
+    out[i].start = static_cast<std::uint32_t>(p[0]) << 24 | static_cast<std::uint32_t>(p[1]) << 16 |
+                   static_cast<std::uint32_t>(p[2]) << 8 | p[3];
+    out[i].end = static_cast<std::uint32_t>(p[4]) << 24 | static_cast<std::uint32_t>(p[5]) << 16 |
+                 static_cast<std::uint32_t>(p[6]) << 8 | p[7];
+    if (static_cast<std::int32_t>(out[i].end - out[i].start) <= 0) return kSackInvalid;
+  }
+  return n;
+}
+
 enum class StreamCtrlOp : std::uint32_t {
   disconnect = 1,  // graceful close: every earlier frame of the stream has been delivered
 };
