@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
 
 namespace softrnic::dat {
 namespace {
@@ -66,6 +67,16 @@ bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& er
       std::uint32_t ms;
       ok = parse_uint<std::uint32_t>(val, 1, 3600000, ms);
       if (ok) cfg.connect_timeout = std::chrono::milliseconds(ms);
+    } else if (key == "srq_alloc") {
+      ok = val == "arrival" || val == "gap_fill";
+      if (ok) cfg.alloc_policy = val == "arrival" ? AllocPolicy::arrival : AllocPolicy::gap_fill;
+    } else if (key == "impair") {
+      netdev::ImpairPlan plan;
+      if (!netdev::parse_impair(val, ':', plan, error)) {
+        error = "ia_params: " + error;
+        return false;
+      }
+      cfg.netdev.impair = plan;
     } else {
       error = "ia_params: unknown key '" + std::string(key) + "'";
       return false;
@@ -75,6 +86,18 @@ bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& er
       return false;
     }
   }
+  return true;
+}
+
+bool apply_impair_env(DeviceConfig& cfg, std::string& error) {
+  const char* env = std::getenv("SOFTRNIC_IMPAIR");
+  if (!env) return true;
+  netdev::ImpairPlan plan;
+  if (!netdev::parse_impair(env, ',', plan, error)) {
+    error = "SOFTRNIC_IMPAIR: " + error;
+    return false;
+  }
+  cfg.netdev.impair = plan;
   return true;
 }
 

@@ -42,10 +42,17 @@ std::unique_ptr<Netdev> make_netdev(const NetdevConfig& config, std::string& err
     error = "netdev: max datagram " + std::to_string(cfg.max_datagram) + " outside 256..65507";
     return nullptr;
   }
-  if (cfg.kind == "udp") return make_udp(cfg, error);
-  if (cfg.kind == "loopback") return make_loopback(cfg, error);
-  error = "netdev: unknown kind '" + cfg.kind + "' (known: udp, loopback)";
-  return nullptr;
+  std::unique_ptr<Netdev> nd;
+  if (cfg.kind == "udp") {
+    nd = make_udp(cfg, error);
+  } else if (cfg.kind == "loopback") {
+    nd = make_loopback(cfg, error);
+  } else {
+    error = "netdev: unknown kind '" + cfg.kind + "' (known: udp, loopback)";
+    return nullptr;
+  }
+  if (nd && cfg.impair.active()) nd = make_impaired(std::move(nd), cfg.impair);
+  return nd;
 }
 
 }  // namespace softrnic::netdev

@@ -24,6 +24,31 @@ TEST(IaParams, DefaultsAndOverrides) {
   EXPECT_EQ(c.min_rto.count(), 500);
   EXPECT_EQ(c.retry_limit, 3);
   EXPECT_EQ(c.connect_timeout.count(), 250);
+  ASSERT_TRUE(dat::parse_ia_params("srq_alloc=gap_fill impair=seed=7:drop=0.05:dup=0.02:reorder=16:delay=100:corrupt=0.01",
+                                   c, e))
+      << e;
+  EXPECT_EQ(c.alloc_policy, AllocPolicy::gap_fill);
+  EXPECT_EQ(c.netdev.impair.seed, 7u);
+  EXPECT_DOUBLE_EQ(c.netdev.impair.drop, 0.05);
+  EXPECT_DOUBLE_EQ(c.netdev.impair.dup, 0.02);
+  EXPECT_EQ(c.netdev.impair.reorder, 16u);
+  EXPECT_EQ(c.netdev.impair.delay_us, 100u);
+  EXPECT_DOUBLE_EQ(c.netdev.impair.corrupt, 0.01);
+}
+
+TEST(IaParams, ImpairEnvironmentReplacesThePlan) {
+  DeviceConfig c;
+  std::string e;
+  ASSERT_TRUE(dat::parse_ia_params("impair=drop=0.5", c, e));
+  setenv("SOFTRNIC_IMPAIR", "reorder=8,drop=0.02,seed=1", 1);
+  ASSERT_TRUE(dat::apply_impair_env(c, e)) << e;
+  EXPECT_DOUBLE_EQ(c.netdev.impair.drop, 0.02);
+  EXPECT_EQ(c.netdev.impair.reorder, 8u);
+  EXPECT_EQ(c.netdev.impair.seed, 1u);
+  setenv("SOFTRNIC_IMPAIR", "reorder=8;drop=0.02", 1);
+  EXPECT_FALSE(dat::apply_impair_env(c, e));
+  EXPECT_NE(e.find("SOFTRNIC_IMPAIR: impairment: bad value"), std::string::npos) << e;
+  unsetenv("SOFTRNIC_IMPAIR");
 }
 
 TEST(IaParams, ClearErrors) {
@@ -41,6 +66,9 @@ TEST(IaParams, ClearErrors) {
       {"port", "'port' is not key=value"},
       {"=5", "'=5' is not key=value"},
       {"busy_poll=maybe", "bad value 'maybe' for busy_poll"},
+      {"srq_alloc=random", "bad value 'random' for srq_alloc"},
+      {"impair=drop=2", "impairment: bad value '2' for drop"},
+      {"impair=jitter=5", "impairment: unknown key 'jitter'"},
   };
   for (const auto& c : cases) {
     DeviceConfig cfg;

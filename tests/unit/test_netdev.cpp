@@ -1,6 +1,8 @@
 // netdev backends: address parsing, loopback delivery, udp port probing and bursts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "softrnic/netdev/netdev.hpp"
@@ -113,4 +115,114 @@ TEST(Netdev, WakeEndsAWait) {
   a->wait_rx(std::chrono::seconds(20));
   t.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+namespace {
+
+// Sends `n` numbered datagrams a -> b through an impairment plan; returns what b received.
+std::vector<std::uint32_t> impaired_run(const ImpairPlan& plan, int n, std::uint16_t port, ImpairStats* st = nullptr) {
+  NetdevConfig c;
+  c.kind = "loopback";
+  c.port = port;
+  c.impair = plan;
+  std::string e;
+  auto a = make_netdev(c, e);
+  c.impair = ImpairPlan{};
+  auto b = make_netdev(c, e);
+  std::vector<std::uint32_t> got;
+  for (std::uint32_t i = 0; i < static_cast<std::uint32_t>(n); ++i) {
+    std::uint8_t d[64] = {};
+    std::memcpy(d, &i, 4);
+    const TxFrame f{b->local_addr(), d, {}, {}};
+    a->tx_burst({&f, 1});
+  }
+  std::vector<std::uint8_t> buf(70000);
+  for (int idle = 0; idle < 50;) {
+    RxFrame rf{{}, buf.data(), buf.size(), 0};
+    a->rx_burst({&rf, 0});  // lets the plan release what it holds
+    a->wait_rx(std::chrono::microseconds(200));
+    if (b->rx_burst({&rf, 1}) == 1) {
+      std::uint32_t v;
+      std::memcpy(&v, buf.data(), 4);
+      bool clean = true;
+      for (std::size_t k = 4; k < 64; ++k) clean = clean && buf[k] == 0;
+      got.push_back(clean ? v : 0xFFFFFFFF);
+      idle = 0;
+    } else {
+      ++idle;
+    }
+  }
+  if (st) *st = a->impair_stats();
+  return got;
+}
+
+}  // namespace
+
+TEST(Impair, ParseAndErrors) {
+  ImpairPlan p;
+  std::string e;
+  ASSERT_TRUE(parse_impair("seed=9,drop=0.1,dup=0.2,reorder=4,delay=50,corrupt=0.3", ',', p, e)) << e;
+  EXPECT_EQ(p.seed, 9u);
+  EXPECT_DOUBLE_EQ(p.drop, 0.1);
+  EXPECT_DOUBLE_EQ(p.dup, 0.2);
+  EXPECT_EQ(p.reorder, 4u);
+  EXPECT_EQ(p.delay_us, 50u);
+  EXPECT_DOUBLE_EQ(p.corrupt, 0.3);
+  EXPECT_FALSE(parse_impair("drop=1.5", ',', p, e));
+  EXPECT_NE(e.find("bad value '1.5' for drop"), std::string::npos);
+  EXPECT_FALSE(parse_impair("drop", ',', p, e));
+  EXPECT_NE(e.find("'drop' is not key=value"), std::string::npos);
+  EXPECT_FALSE(parse_impair("reorder=-1", ',', p, e));
+  EXPECT_FALSE(parse_impair("lose=0.1", ',', p, e));
+  EXPECT_NE(e.find("unknown key 'lose'"), std::string::npos);
+}
+
+TEST(Impair, SameSeedSameRun) {
+  ImpairPlan p;
+  p.seed = 42;
+  p.drop = 0.1;
+  p.dup = 0.1;
+  p.reorder = 8;
+  const auto r1 = impaired_run(p, 500, 7600);
+  const auto r2 = impaired_run(p, 500, 7610);
+  EXPECT_EQ(r1, r2);
+  p.seed = 43;
+  EXPECT_NE(impaired_run(p, 500, 7620), r1) << "another seed, another run";
+}
+
+TEST(Impair, EachImpairmentDoesWhatItSays) {
+  ImpairStats st;
+  ImpairPlan drop;
+  drop.drop = 0.2;
+  auto r = impaired_run(drop, 1000, 7630, &st);
+  EXPECT_EQ(r.size(), 1000 - st.dropped);
+  EXPECT_GT(st.dropped, 120u);
+  EXPECT_LT(st.dropped, 280u);
+  EXPECT_TRUE(std::is_sorted(r.begin(), r.end())) << "dropping alone keeps the order";
+
+  ImpairPlan dup;
+  dup.dup = 0.3;
+  r = impaired_run(dup, 1000, 7640, &st);
+  EXPECT_EQ(r.size(), 1000 + st.duplicated);
+  EXPECT_GT(st.duplicated, 200u);
+
+  ImpairPlan reorder;
+  reorder.reorder = 16;
+  r = impaired_run(reorder, 1000, 7650, &st);
+  ASSERT_EQ(r.size(), 1000u) << "reordering loses nothing";
+  EXPECT_FALSE(std::is_sorted(r.begin(), r.end()));
+  auto sorted = r;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::uint32_t i = 0; i < 1000; ++i) ASSERT_EQ(sorted[i], i);
+  for (std::size_t i = 0; i < r.size(); ++i)
+    EXPECT_LT(std::abs(static_cast<long>(r[i]) - static_cast<long>(i)), 200) << "displacement bounded by the window";
+
+  ImpairPlan corrupt;
+  corrupt.corrupt = 0.25;
+  r = impaired_run(corrupt, 1000, 7660, &st);
+  EXPECT_EQ(r.size(), 1000u);
+  std::uint64_t changed = 0;
+  for (std::uint32_t i = 0; i < r.size(); ++i) changed += r[i] != i;
+  EXPECT_EQ(changed, st.corrupted) << "every corrupted datagram differs from what was sent, no other does";
+  EXPECT_GT(st.corrupted, 150u);
 }

@@ -10,6 +10,11 @@
 //   min_rto_us=N          retransmission timeout floor in microseconds (default 2000)
 //   retry_limit=N         retransmissions before the connection breaks (default 12)
 //   connect_timeout_ms=N  used when dat_ep_connect gives DAT_TIMEOUT_INFINITE (default 20000)
+//   srq_alloc=arrival|gap_fill  how SRQ EPs take buffers for messages ahead of a gap (default arrival)
+//   impair=K=V:K=V...     an impairment plan (keys of SOFTRNIC_IMPAIR, ':'-separated)
+//
+// The environment variable SOFTRNIC_IMPAIR (`key=value[,key=value...]`: seed, drop, dup,
+// reorder, delay, corrupt) replaces the plan of ia_params for the process.
 #pragma once
 
 #include <string>
@@ -21,5 +26,8 @@ namespace softrnic::dat {
 
 // Parses `params` over the defaults in `cfg`. False with `error` naming the bad item.
 bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& error);
+
+// Applies SOFTRNIC_IMPAIR from the environment, if set. False with `error` on bad syntax.
+bool apply_impair_env(DeviceConfig& cfg, std::string& error);
 
 }  // namespace softrnic::dat

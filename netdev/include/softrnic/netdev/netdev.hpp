@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace softrnic::netdev {
 
@@ -44,6 +45,26 @@ struct NetdevStats {
   std::uint64_t rx_frames = 0, rx_bytes = 0, rx_truncated = 0;
 };
 
+// A seeded impairment plan, applied to every datagram a netdev sends. The same seed and the
+// same sequence of sends give the same decisions.
+struct ImpairPlan {
+  std::uint64_t seed = 1;
+  double drop = 0;             // probability a datagram is lost
+  double dup = 0;              // probability it is sent twice
+  double corrupt = 0;          // probability one byte of it is flipped
+  std::uint32_t reorder = 0;   // datagrams held and released in random order within a window of this many
+  std::uint32_t delay_us = 0;  // every datagram held this long
+  bool active() const { return drop > 0 || dup > 0 || corrupt > 0 || reorder > 1 || delay_us > 0; }
+};
+// Parses `key=value` items (seed, drop, dup, reorder, delay, corrupt) separated by `sep` over
+// `plan`. False with `error` naming the bad item.
+bool parse_impair(std::string_view spec, char sep, ImpairPlan& plan, std::string& error);
+std::string to_string(const ImpairPlan& p);
+
+struct ImpairStats {
+  std::uint64_t sent = 0, dropped = 0, duplicated = 0, corrupted = 0, reordered = 0;
+};
+
 class Netdev {
  public:
   virtual ~Netdev() = default;
@@ -62,6 +83,8 @@ class Netdev {
   virtual NetdevStats stats() const = 0;
   // Bytes the receive side can hold before it drops (the kernel socket buffer for udp).
   virtual std::size_t rx_buffer_bytes() const = 0;
+  // What an impairment plan did (zero without one).
+  virtual ImpairStats impair_stats() const { return {}; }
 };
 
 struct NetdevConfig {
@@ -73,9 +96,14 @@ struct NetdevConfig {
   // without fragmenting), 1472 elsewhere (one Ethernet frame).
   std::size_t max_datagram = 0;
   std::size_t socket_buffer = 8 << 20;  // SO_RCVBUF / SO_SNDBUF request (udp; forced when root)
+  ImpairPlan impair;                    // applied on send when active()
 };
 
-// Makes a netdev from its configuration; nullptr with `error` set on failure.
+// Makes a netdev from its configuration (wrapped in the impairment plan when it is active);
+// nullptr with `error` set on failure.
 std::unique_ptr<Netdev> make_netdev(const NetdevConfig& cfg, std::string& error);
+
+// Wraps `inner` so that every send goes through `plan`.
+std::unique_ptr<Netdev> make_impaired(std::unique_ptr<Netdev> inner, const ImpairPlan& plan);
 
 }  // namespace softrnic::netdev
