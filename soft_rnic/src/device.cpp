@@ -203,7 +203,10 @@ class DeviceImpl final : public Device {
     // Its work requests go with it (no completions for a QP that no longer exists).
     for (auto& r : qp->rq) {
       mrs_.hold(r.sgl, -1);
-      if (r.allocated && r.srq) r.srq->outstanding--;
+      if (r.allocated && r.srq) {
+        r.srq->outstanding--;
+        r.srq->allocated--;
+      }
     }
     for (auto& w : qp->sq) mrs_.hold(*w.sgl, -1);
     if (qp->init.srq) qp->init.srq->users--;
@@ -396,7 +399,8 @@ class DeviceImpl final : public Device {
 
   SrqCounts srq_counts(const Srq* srq) const override {
     std::lock_guard lk(mu_);
-    return SrqCounts{static_cast<std::uint32_t>(srq->q.size()), srq->outstanding, srq->max_wr, srq->low_watermark};
+    return SrqCounts{static_cast<std::uint32_t>(srq->q.size()), srq->outstanding, srq->allocated, srq->completed,
+                     srq->max_wr, srq->low_watermark};
   }
 
   Status resize_srq(Srq* srq, std::uint32_t max_wr) override {
@@ -419,7 +423,9 @@ class DeviceImpl final : public Device {
   void srq_reaped(Srq* srq, std::uint32_t n) override {
     std::lock_guard lk(mu_);
     if (!srqs_.count(srq)) return;
-    srq->outstanding -= std::min(n, srq->outstanding);
+    n = std::min(n, srq->completed);
+    srq->completed -= n;
+    srq->outstanding -= n;
   }
 
   RecvCounts recv_counts(const Qp* qp) const override {
@@ -492,6 +498,12 @@ class DeviceImpl final : public Device {
     return r.capacity > limits_.max_msg_size ? Status::length_error : Status::ok;
   }
 
+  static void srq_completed(Srq* srq) {
+    if (!srq) return;
+    srq->allocated--;
+    srq->completed++;
+  }
+
   void check_low_watermark(Srq& srq) {
     if (srq.lw_armed && srq.q.size() < srq.low_watermark) {
       srq.lw_armed = false;
@@ -527,6 +539,7 @@ class DeviceImpl final : public Device {
       srq.q.pop_front();
       slot.allocated = true;
       qp.rq_allocated++;
+      srq.allocated++;
     }
     check_low_watermark(srq);
     return check_watermarks(qp);
@@ -539,6 +552,7 @@ class DeviceImpl final : public Device {
       const RecvWqe& f = qp.rq.front();
       if (!f.allocated || !f.done || !seq_lt(f.max_seq, qp.rxw.next())) break;
       mrs_.hold(f.sgl, -1);
+      srq_completed(f.srq);
       push_wc(qp.init.recv_cq, Wc{f.wr_id, WcOpcode::recv, WcStatus::success, static_cast<std::uint32_t>(f.msg_len),
                                   &qp, qp.init.context, f.srq});
       qp.rq.pop_front();
@@ -699,6 +713,7 @@ class DeviceImpl final : public Device {
     for (auto& r : qp.rq) {
       if (!r.allocated) continue;
       mrs_.hold(r.sgl, -1);
+      srq_completed(r.srq);
       push_wc(qp.init.recv_cq, Wc{r.wr_id, WcOpcode::recv, WcStatus::flushed, 0, &qp, qp.init.context, r.srq});
     }
     qp.rq.clear();

@@ -51,6 +51,8 @@ struct Srq {
   std::uint32_t max_sge = 0;
   std::deque<RecvWqe> q;          // buffers not yet taken by a QP
   std::uint32_t outstanding = 0;  // posted and not yet reaped by the consumer
+  std::uint32_t allocated = 0;    // taken by QPs, not yet completed
+  std::uint32_t completed = 0;    // completed (or flushed), not yet reaped
   std::uint32_t low_watermark = 0;
   bool lw_armed = false;
   std::uint32_t users = 0;  // QPs attached

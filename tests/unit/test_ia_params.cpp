@@ -24,8 +24,8 @@ TEST(IaParams, DefaultsAndOverrides) {
   EXPECT_EQ(c.min_rto.count(), 500);
   EXPECT_EQ(c.retry_limit, 3);
   EXPECT_EQ(c.connect_timeout.count(), 250);
-  ASSERT_TRUE(dat::parse_ia_params("srq_alloc=gap_fill impair=seed=7:drop=0.05:dup=0.02:reorder=16:delay=100:corrupt=0.01",
-                                   c, e))
+  ASSERT_TRUE(dat::parse_ia_params(
+      "srq_alloc=gap_fill impair=seed=7:drop=0.05:dup=0.02:reorder=16:delay=100:corrupt=0.01", c, e))
       << e;
   EXPECT_EQ(c.alloc_policy, AllocPolicy::gap_fill);
   EXPECT_EQ(c.netdev.impair.seed, 7u);

@@ -181,6 +181,8 @@ struct SrqInit {
 struct SrqCounts {
   std::uint32_t available = 0;    // buffers still on the SRQ
   std::uint32_t outstanding = 0;  // posted and not yet reaped by the consumer
+  std::uint32_t allocated = 0;    // taken by QPs, not yet completed
+  std::uint32_t completed = 0;    // completions generated, not yet reaped
   std::uint32_t max_wr = 0;
   std::uint32_t low_watermark = 0;
 };
