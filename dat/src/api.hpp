@@ -72,6 +72,22 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE cr, DAT_COUNT pd_size, const DAT_PVOID pd);
 void free_psp(Psp* psp);
 void free_cr(Cr* cr);
 
+// srq.cpp
+DAT_RETURN srq_create(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_SRQ_ATTR* attr, DAT_SRQ_HANDLE* srq);
+DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE srq, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie);
+DAT_RETURN srq_query(DAT_SRQ_HANDLE srq, DAT_SRQ_PARAM_MASK mask, DAT_SRQ_PARAM* p);
+DAT_RETURN srq_resize(DAT_SRQ_HANDLE srq, DAT_COUNT n);
+DAT_RETURN srq_set_lw(DAT_SRQ_HANDLE srq, DAT_COUNT lw);
+DAT_RETURN srq_free(DAT_SRQ_HANDLE srq);
+DAT_RETURN ep_recv_query(DAT_EP_HANDLE ep, DAT_COUNT* nbufs_allocated, DAT_COUNT* bufs_alloc_span);
+DAT_RETURN ep_set_watermark(DAT_EP_HANDLE ep, DAT_COUNT soft, DAT_COUNT hard);
+DAT_RETURN ep_create_with_srq(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE req_evd,
+                              DAT_EVD_HANDLE conn_evd, DAT_SRQ_HANDLE srq, const DAT_EP_ATTR* attr,
+                              DAT_EP_HANDLE* ep);
+void free_srq(SrqObj* srq);
+// Queues an asynchronous event on the IA's async EVD (if it has one).
+void post_async(Ia* ia, DAT_EVENT_NUMBER number, DAT_HANDLE handle, DAT_COUNT reason);
+
 // provider.cpp: the table for an IA name, and its ia_params.
 DAT_PROVIDER* provider_for(const char* name, std::string* params);
 

@@ -1,7 +1,10 @@
 // Endpoints: creation, connection, data transfer operations.
 #include <arpa/inet.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "api.hpp"
 
@@ -42,6 +45,13 @@ Ep* live_ep(DAT_EP_HANDLE h) {
 }  // namespace
 
 void on_cm_event(Ep* ep, const CmEvent& ev) {
+  static const bool trace = [] {
+    const char* v = std::getenv("SOFTRNIC_TRACE");
+    return v && *v && *v != '0';
+  }();
+  if (trace)
+    std::fprintf(stderr, "softrnic: EP %p: connection %s%s%s\n", static_cast<void*>(ep),
+                 std::string(to_string(ev.type)).c_str(), ev.reason.empty() ? "" : ": ", ev.reason.c_str());
   DAT_EVENT e;
   std::memset(&e, 0, sizeof e);
   e.evd_handle = ep->conn_evd;
@@ -57,7 +67,8 @@ void on_cm_event(Ep* ep, const CmEvent& ev) {
     case CmEventType::disconnected: e.event_number = DAT_CONNECTION_EVENT_DISCONNECTED; break;
     case CmEventType::broken: e.event_number = DAT_CONNECTION_EVENT_BROKEN; break;
   }
-  if (ev.type != CmEventType::established) {
+  const bool ended = ev.type != CmEventType::established;
+  if (ended) {
     ep->state = DAT_EP_STATE_DISCONNECTED;
     ep->conn_private = ev.private_data;
   }
@@ -66,10 +77,16 @@ void on_cm_event(Ep* ep, const CmEvent& ev) {
   d.private_data_size = static_cast<DAT_COUNT>(ep->conn_private.size());
   d.private_data = ep->conn_private.empty() ? nullptr : ep->conn_private.data();
   if (ep->conn_evd) ep->conn_evd->post(e);
+  // An SRQ EP also reports the end of its connection on the async EVD (as the OFA providers do;
+  // dtestsrq waits for it): its SRQ buffers are all flushed by then.
+  if (ended && ep->srq && (ev.type == CmEventType::disconnected || ev.type == CmEventType::broken))
+    post_async(ep->ia, DAT_ASYNC_ERROR_EP_BROKEN, ep, DAT_EP_OTHER_ERROR);
 }
 
-DAT_RETURN ep_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h, DAT_EVD_HANDLE req_h,
-                     DAT_EVD_HANDLE conn_h, const DAT_EP_ATTR* attr, DAT_EP_HANDLE* out) {
+namespace {
+
+DAT_RETURN create_ep(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h, DAT_EVD_HANDLE req_h,
+                     DAT_EVD_HANDLE conn_h, DAT_SRQ_HANDLE srq_h, const DAT_EP_ATTR* attr, DAT_EP_HANDLE* out) {
   std::lock_guard lk(api_mutex());
   Ia* ia = get<Ia>(h, Kind::ia);
   if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
@@ -86,6 +103,11 @@ DAT_RETURN ep_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h,
     conn = get<Evd>(conn_h, Kind::evd);
     if (!conn || conn->ia != ia || !(conn->flags & DAT_EVD_CONNECTION_FLAG))
       return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
+  }
+  SrqObj* so = nullptr;
+  if (srq_h != DAT_HANDLE_NULL) {
+    so = get<SrqObj>(srq_h, Kind::srq);
+    if (!so || so->ia != ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
   }
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
   const Limits& l = ia->dev->limits();
@@ -124,6 +146,11 @@ DAT_RETURN ep_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h,
   init.max_sge = static_cast<std::uint32_t>(std::max(a.max_recv_iov, a.max_request_iov));
   init.context = ep;
   init.on_event = [ep](Qp*, const CmEvent& ev) { on_cm_event(ep, ev); };
+  init.srq = so ? so->srq : nullptr;
+  init.on_soft_watermark = [ep](Qp*) {
+    post_async(ep->ia, DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, ep, DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT);
+  };
+  ep->srq = so;
   const Status s = ia->dev->create_qp(init, ep->qp);
   if (s != Status::ok) {
     destroy(ep);
@@ -133,8 +160,23 @@ DAT_RETURN ep_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h,
   recv->ep_refs++;
   req->ep_refs++;
   if (conn) conn->ep_refs++;
+  if (so) so->ep_refs++;
   *out = ep;
   return DAT_SUCCESS;
+}
+
+}  // namespace
+
+DAT_RETURN ep_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE req_evd,
+                     DAT_EVD_HANDLE conn_evd, const DAT_EP_ATTR* attr, DAT_EP_HANDLE* out) {
+  return create_ep(h, pz, recv_evd, req_evd, conn_evd, DAT_HANDLE_NULL, attr, out);
+}
+
+DAT_RETURN ep_create_with_srq(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE req_evd,
+                              DAT_EVD_HANDLE conn_evd, DAT_SRQ_HANDLE srq, const DAT_EP_ATTR* attr,
+                              DAT_EP_HANDLE* out) {
+  if (srq == DAT_HANDLE_NULL) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
+  return create_ep(h, pz, recv_evd, req_evd, conn_evd, srq, attr, out);
 }
 
 DAT_RETURN ep_query(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK, DAT_EP_PARAM* p) {
@@ -153,7 +195,7 @@ DAT_RETURN ep_query(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK, DAT_EP_PARAM* p) {
   p->recv_evd_handle = ep->recv_evd;
   p->request_evd_handle = ep->req_evd;
   p->connect_evd_handle = ep->conn_evd;
-  p->srq_handle = DAT_HANDLE_NULL;
+  p->srq_handle = ep->srq ? static_cast<DAT_SRQ_HANDLE>(ep->srq) : DAT_HANDLE_NULL;
   p->ep_attr = ep->attr;
   return DAT_SUCCESS;
 }
@@ -217,6 +259,7 @@ DAT_RETURN ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
   if (DAT_RETURN r = to_sgl(ep, n, iov, ep->attr.max_recv_iov, sgl); r != DAT_SUCCESS) return r;
   if (ep->state == DAT_EP_STATE_DISCONNECTED || ep->state == DAT_EP_STATE_DISCONNECT_PENDING)
     return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED);
+  if (ep->srq) return err(DAT_INVALID_STATE);  // its receives come from the SRQ
   return map(ep->ia->dev->post_recv(ep->qp, RecvWr{cookie.as_64, sgl}));
 }
 
@@ -268,6 +311,7 @@ void free_ep(Ep* ep) {
   ep->recv_evd->ep_refs--;
   ep->req_evd->ep_refs--;
   if (ep->conn_evd) ep->conn_evd->ep_refs--;
+  if (ep->srq) ep->srq->ep_refs--;
   destroy(ep);
 }
 

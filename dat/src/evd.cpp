@@ -1,5 +1,7 @@
 // Event dispatchers and consumer notification objects.
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "api.hpp"
@@ -50,7 +52,7 @@ void drain(Evd& evd) {
       d.status = map_status(wc[i].status);
       d.transfered_length = wc[i].byte_len;
       d.operation = map_op(wc[i].opcode);
-      evd.q.push_back(ev);
+      evd.q.push_back({ev, wc[i].srq});
     }
     if (n < std::size(wc)) break;
   }
@@ -81,7 +83,7 @@ void Evd::signal() {
 void Evd::post(const DAT_EVENT& ev) {
   {
     std::lock_guard lk(mu);
-    q.push_back(ev);
+    q.push_back({ev, nullptr});
     if (q.size() > static_cast<std::size_t>(qlen)) overflows++;
   }
   signal();
@@ -129,26 +131,36 @@ DAT_RETURN evd_query(DAT_EVD_HANDLE h, DAT_EVD_PARAM_MASK, DAT_EVD_PARAM* p) {
   return DAT_SUCCESS;
 }
 
+// Takes the front event (caller holds evd.mu); returns the SRQ to report reaped, if any.
+static softrnic::Srq* take_front(Evd& evd, DAT_EVENT* ev) {
+  *ev = evd.q.front().ev;
+  softrnic::Srq* srq = evd.q.front().srq;
+  evd.q.pop_front();
+  return srq;
+}
+
 DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
-  Evd* evd;
-  {
-    std::lock_guard lk(api_mutex());
-    evd = get<Evd>(h, Kind::evd);
-    if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
-    if (!ev) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      {
-        std::lock_guard el(evd->mu);
-        drain(*evd);
-        if (!evd->q.empty()) {
-          *ev = evd->q.front();
-          evd->q.pop_front();
-          return DAT_SUCCESS;
-        }
+  std::lock_guard lk(api_mutex());
+  Evd* evd = get<Evd>(h, Kind::evd);
+  if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+  if (!ev) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    bool got = false;
+    softrnic::Srq* reaped = nullptr;
+    {
+      std::lock_guard el(evd->mu);
+      drain(*evd);
+      if (!evd->q.empty()) {
+        reaped = take_front(*evd, ev);
+        got = true;
       }
-      // A consumer that polls drives the engine itself rather than wait for its thread.
-      if (attempt == 0) evd->ia->dev->progress();
     }
+    if (got) {
+      if (reaped) evd->ia->dev->srq_reaped(reaped, 1);  // outside the EVD lock (lock order)
+      return DAT_SUCCESS;
+    }
+    // A consumer that polls drives the engine itself rather than wait for its thread.
+    if (attempt == 0) evd->ia->dev->progress();
   }
   // The plain value, without the error class: dtest -p compares against DAT_QUEUE_EMPTY exactly.
   return DAT_QUEUE_EMPTY;
@@ -171,6 +183,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(infinite ? 0 : timeout);
   std::unique_lock el(evd->mu);
   DAT_RETURN ret;
+  softrnic::Srq* reaped = nullptr;
   for (;;) {
     drain(*evd);
     if (evd->dead || !evd->waitable) {
@@ -179,8 +192,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
       break;
     }
     if (evd->q.size() >= static_cast<std::size_t>(threshold)) {
-      *ev = evd->q.front();
-      evd->q.pop_front();
+      reaped = take_front(*evd, ev);
       *nmore = static_cast<DAT_COUNT>(evd->q.size());
       ret = DAT_SUCCESS;
       break;
@@ -198,6 +210,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
   evd->waiter = false;
   el.unlock();
   evd->cv.notify_all();  // a free_evd may be waiting for us to leave
+  if (reaped) evd->ia->dev->srq_reaped(reaped, 1);
   return ret;
 }
 

@@ -96,9 +96,9 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     a->max_rdma_size = l.max_msg_size;
     a->max_rmrs = 0;
     a->max_rmr_target_address = ~DAT_VADDR{0};
-    a->max_srqs = 0;
-    a->max_ep_per_srq = 0;
-    a->max_recv_per_srq = 0;
+    a->max_srqs = static_cast<DAT_COUNT>(l.max_qp);
+    a->max_ep_per_srq = static_cast<DAT_COUNT>(l.max_qp);
+    a->max_recv_per_srq = static_cast<DAT_COUNT>(l.max_qp_wr);
     a->max_iov_segments_per_rdma_read = 0;
     a->max_iov_segments_per_rdma_write = static_cast<DAT_COUNT>(l.max_sge);
     a->max_rdma_read_in = 0;
@@ -134,11 +134,13 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     auto* merge = const_cast<DAT_BOOLEAN(*)[6]>(p->evd_stream_merging_supported);
     for (int i = 0; i < 6; ++i)
       for (int j = 0; j < 6; ++j) merge[i][j] = DAT_TRUE;
-    p->srq_supported = DAT_FALSE;
-    p->srq_watermarks_supported = 0;
-    p->srq_ep_pz_difference_supported = DAT_FALSE;
-    p->srq_info_supported = 0;
-    p->ep_recv_info_supported = 0;
+    // SRQs, their low watermark and the EP high watermarks, SRQ EPs in another PZ, and real
+    // answers from dat_srq_query and dat_ep_recv_query (both counts of each).
+    p->srq_supported = DAT_TRUE;
+    p->srq_watermarks_supported = 1;
+    p->srq_ep_pz_difference_supported = DAT_TRUE;
+    p->srq_info_supported = 1;
+    p->ep_recv_info_supported = 1;
     p->lmr_sync_req = DAT_FALSE;
     p->dto_async_return_guaranteed = DAT_FALSE;
     p->rdma_write_for_rdma_read_req = DAT_FALSE;
@@ -166,7 +168,7 @@ DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
   }
   // Abrupt: free everything the IA holds, users before what they use.
   // Service points first, so no new connection request arrives meanwhile.
-  for (Kind k : {Kind::psp, Kind::ep, Kind::cr, Kind::lmr, Kind::evd, Kind::cno, Kind::pz}) {
+  for (Kind k : {Kind::psp, Kind::ep, Kind::cr, Kind::srq, Kind::lmr, Kind::evd, Kind::cno, Kind::pz}) {
     for (Obj* o : children_of(ia)) {
       if (o->kind != k) continue;
       switch (k) {
@@ -177,6 +179,7 @@ DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
         case Kind::evd: free_evd(static_cast<Evd*>(o)); break;
         case Kind::cno: free_cno(static_cast<Cno*>(o)); break;
         case Kind::pz: free_pz(static_cast<Pz*>(o)); break;
+        case Kind::srq: free_srq(static_cast<SrqObj*>(o)); break;
         case Kind::ia: break;
       }
     }
@@ -229,6 +232,7 @@ DAT_RETURN get_handle_type(DAT_HANDLE h, DAT_HANDLE_TYPE* t) {
     case Kind::ep: *t = DAT_HANDLE_TYPE_EP; break;
     case Kind::psp: *t = DAT_HANDLE_TYPE_PSP; break;
     case Kind::cr: *t = DAT_HANDLE_TYPE_CR; break;
+    case Kind::srq: *t = DAT_HANDLE_TYPE_SRQ; break;
   }
   return DAT_SUCCESS;
 }

@@ -24,7 +24,7 @@
 
 namespace softrnic::dat {
 
-enum class Kind : std::uint8_t { ia, pz, lmr, evd, cno, ep, psp, cr };
+enum class Kind : std::uint8_t { ia, pz, lmr, evd, cno, ep, psp, cr, srq };
 
 struct Ia;
 
@@ -84,7 +84,7 @@ struct Ia : Obj {
   std::unique_ptr<Device> dev;
   sockaddr_in addr{};
   std::uint16_t base_port = 0;  // where a remote address with port 0 is sent
-  Evd* async_evd = nullptr;
+  std::atomic<Evd*> async_evd{nullptr};  // read by callbacks from the progress thread
   bool own_async_evd = false;
 };
 
@@ -122,7 +122,13 @@ struct Evd : Obj {
   std::atomic<Cno*> cno{nullptr};
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<DAT_EVENT> q;  // non-DTO events, and DTO events drained from the CQ
+  // Non-DTO events, and DTO events drained from the CQ; `srq` names the SRQ whose buffer a
+  // receive completion used, so taking the event off counts as reaping it.
+  struct Queued {
+    DAT_EVENT ev;
+    softrnic::Srq* srq = nullptr;
+  };
+  std::deque<Queued> q;
   bool waiter = false;
   bool dead = false;
   bool enabled = true;
@@ -136,9 +142,18 @@ struct Evd : Obj {
   void signal();
 };
 
+struct SrqObj : Obj {
+  SrqObj() : Obj(Kind::srq) {}
+  Pz* pz = nullptr;
+  Srq* srq = nullptr;
+  DAT_COUNT max_recv_iov = 0;
+  std::atomic<int> ep_refs{0};
+};
+
 struct Ep : Obj {
   Ep() : Obj(Kind::ep) {}
   Pz* pz = nullptr;
+  SrqObj* srq = nullptr;
   Evd* recv_evd = nullptr;
   Evd* req_evd = nullptr;
   Evd* conn_evd = nullptr;
@@ -165,6 +180,8 @@ struct Cr : Obj {
   sockaddr_in remote{};
   std::vector<std::uint8_t> private_data;  // writable: consumers may edit it in place
 };
+
+inline constexpr std::uint32_t kNoWatermarkValue = ~std::uint32_t{0};
 
 // The IA handle as the consumer knows it (libdat2's small index).
 DAT_IA_HANDLE consumer_ia_handle(Ia* ia);

@@ -156,6 +156,15 @@ void fill(DAT_PROVIDER& p) {
   p.pz_create_func = pz_create;
   p.pz_query_func = pz_query;
   p.pz_free_func = pz_free;
+  p.srq_create_func = srq_create;
+  p.srq_post_recv_func = srq_post_recv;
+  p.srq_query_func = srq_query;
+  p.srq_resize_func = srq_resize;
+  p.srq_set_lw_func = srq_set_lw;
+  p.srq_free_func = srq_free;
+  p.ep_create_with_srq_func = ep_create_with_srq;
+  p.ep_recv_query_func = ep_recv_query;
+  p.ep_set_watermark_func = ep_set_watermark;
 }
 
 }  // namespace

@@ -70,6 +70,9 @@ bool seq_le(std::uint32_t a, std::uint32_t b) {
 
 constexpr std::chrono::milliseconds kCmRetry{100};
 constexpr std::chrono::milliseconds kDisconnectTimeout{2000};
+constexpr std::chrono::milliseconds kLinger{3000};
+constexpr std::chrono::milliseconds kResetRetry{20};
+constexpr std::chrono::milliseconds kCloseDrain{1000};
 constexpr std::chrono::seconds kReqLinger{10};
 constexpr std::chrono::microseconds kMaxRto{500000};
 constexpr std::size_t kRxBurst = 32;
@@ -90,6 +93,23 @@ class DeviceImpl final : public Device {
   }
 
   ~DeviceImpl() override {
+    // Connections still open are reset, and the resets repeated until the peers answer (or a
+    // bound passes): a peer must not wait forever for a close this process can no longer send.
+    {
+      std::unique_lock lk(mu_);
+      for (auto& [n, qp] : qps_)
+        if (qp->cm == CmPhase::connected || qp->cm == CmPhase::disconnecting || qp->cm == CmPhase::accepting)
+          start_linger(*qp);
+    }
+    const auto until = Clock::now() + kCloseDrain;
+    while (Clock::now() < until) {
+      {
+        std::lock_guard lk(mu_);
+        if (lingers_.empty()) break;
+      }
+      nd_->wake();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     stop_ = true;
     nd_->wake();
     thread_.join();
@@ -198,17 +218,15 @@ class DeviceImpl final : public Device {
     std::lock_guard lk(mu_);
     if (!qp || !qps_.count(qp->qpn)) return Status::invalid_param;
     if (qp->cm == CmPhase::connected || qp->cm == CmPhase::disconnecting || qp->cm == CmPhase::accepting)
-      send_abrupt_disconnect(*qp);
+      start_linger(*qp);
     if (qp->req) qp->req->phase = ReqPhase::rejected;
     // Its work requests go with it (no completions for a QP that no longer exists).
     for (auto& r : qp->rq) {
-      mrs_.hold(r.sgl, -1);
       if (r.allocated && r.srq) {
         r.srq->outstanding--;
         r.srq->allocated--;
       }
     }
-    for (auto& w : qp->sq) mrs_.hold(*w.sgl, -1);
     if (qp->init.srq) qp->init.srq->users--;
     qp->init.pd->users--;
     qp->init.send_cq->users--;
@@ -325,7 +343,7 @@ class DeviceImpl final : public Device {
       default: return Status::invalid_state;
     }
     if (!graceful || qp->state != QpState::rts) {
-      send_abrupt_disconnect(*qp);
+      start_linger(*qp);
       close_qp(*qp, CmEventType::disconnected, "");
       return Status::ok;
     }
@@ -349,7 +367,6 @@ class DeviceImpl final : public Device {
     if (qp->rq.size() >= qp->init.max_recv_wr) return Status::insufficient_resources;
     RecvWqe r;
     if (const Status st = make_recv(qp->init.pd, wr, r); st != Status::ok) return st;
-    mrs_.hold(r.sgl, +1);
     qp->rq.push_back(std::move(r));
     qp->rq_allocated++;
     check_watermarks(*qp);
@@ -377,7 +394,6 @@ class DeviceImpl final : public Device {
     std::lock_guard lk(mu_);
     if (!srq || !srqs_.count(srq)) return Status::invalid_param;
     if (srq->users) return Status::in_use;
-    for (auto& r : srq->q) mrs_.hold(r.sgl, -1);
     srq->pd->users--;
     srqs_.erase(srq);
     delete srq;
@@ -391,7 +407,6 @@ class DeviceImpl final : public Device {
     RecvWqe r;
     if (const Status st = make_recv(srq->pd, wr, r); st != Status::ok) return st;
     r.srq = srq;
-    mrs_.hold(r.sgl, +1);
     srq->q.push_back(std::move(r));
     srq->outstanding++;
     return Status::ok;
@@ -399,8 +414,12 @@ class DeviceImpl final : public Device {
 
   SrqCounts srq_counts(const Srq* srq) const override {
     std::lock_guard lk(mu_);
-    return SrqCounts{static_cast<std::uint32_t>(srq->q.size()), srq->outstanding, srq->allocated, srq->completed,
-                     srq->max_wr, srq->low_watermark};
+    return SrqCounts{static_cast<std::uint32_t>(srq->q.size()),
+                     srq->outstanding,
+                     srq->allocated,
+                     srq->completed,
+                     srq->max_wr,
+                     srq->low_watermark};
   }
 
   Status resize_srq(Srq* srq, std::uint32_t max_wr) override {
@@ -477,7 +496,6 @@ class DeviceImpl final : public Device {
       }
       off += len;
     } while (off < total);
-    mrs_.hold(*sgl, +1);
     qp->sq.push_back(SendWqe{wr.wr_id, write ? WcOpcode::rdma_write : WcOpcode::send, wr.signaled, qp->snd_nxt,
                              static_cast<std::uint32_t>(total), std::move(sgl)});
     pump_tx(*qp);
@@ -551,7 +569,6 @@ class DeviceImpl final : public Device {
     while (!qp.rq.empty()) {
       const RecvWqe& f = qp.rq.front();
       if (!f.allocated || !f.done || !seq_lt(f.max_seq, qp.rxw.next())) break;
-      mrs_.hold(f.sgl, -1);
       srq_completed(f.srq);
       push_wc(qp.init.recv_cq, Wc{f.wr_id, WcOpcode::recv, WcStatus::success, static_cast<std::uint32_t>(f.msg_len),
                                   &qp, qp.init.context, f.srq});
@@ -578,8 +595,10 @@ class DeviceImpl final : public Device {
 
   // The payload of `f` as one span: straight from registered memory when one SGE holds it,
   // else gathered into tx_gather_.
-  std::span<const std::uint8_t> payload_of(const SeqFrame& f) {
-    if (f.len == 0) return {};
+  // Every region is checked again at each read: a consumer may free an LMR a posted work request
+  // still names, and then nothing may be read from it. nullopt when a region is gone.
+  std::optional<std::span<const std::uint8_t>> payload_of(const Qp& qp, const SeqFrame& f) {
+    if (f.len == 0) return std::span<const std::uint8_t>{};
     std::uint64_t off = f.sgl_off;
     std::size_t left = f.len;
     tx_gather_.clear();
@@ -590,13 +609,14 @@ class DeviceImpl final : public Device {
         continue;
       }
       const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - off, left));
+      if (mrs_.check(g.lkey, qp.init.pd, g.addr + off, n, Access::none) != MrCheck::ok) return std::nullopt;
       const auto* src = reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(g.addr + off));
-      if (n == f.len) return {src, n};
+      if (n == f.len) return std::span<const std::uint8_t>{src, n};
       tx_gather_.insert(tx_gather_.end(), src, src + n);
       left -= n;
       off = 0;
     }
-    return tx_gather_;
+    return std::span<const std::uint8_t>{tx_gather_};
   }
 
   void transmit(Qp& qp, SeqFrame& f) {
@@ -606,7 +626,12 @@ class DeviceImpl final : public Device {
     h.ack = w::Be32(qp.rxw.next());
     std::memcpy(f.head.data(), &h, sizeof h);
     const std::span<const std::uint8_t> head{f.head.data(), f.head_len};
-    const auto body = payload_of(f);
+    const auto payload = payload_of(qp, f);
+    if (!payload) {
+      qp.local_error = true;  // the caller breaks the connection after its loop
+      return;
+    }
+    const auto body = *payload;
     w::Crc32c crc;
     crc.update(head);
     crc.update(body);
@@ -630,7 +655,16 @@ class DeviceImpl final : public Device {
       qp.inflight_bytes += f.len;
       f.sent = Clock::now();
       transmit(qp, f);
+      if (qp.local_error) break;
     }
+    if (qp.local_error) local_protection_failure(qp);
+  }
+
+  void local_protection_failure(Qp& qp) {
+    qp.local_error = false;
+    terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::local_catastrophic),
+              static_cast<std::uint8_t>(w::RdmapError::catastrophic_local),
+              "a posted work request names memory whose region was freed");
   }
 
   // RFC 6298: SRTT, RTTVAR and RTO from one sample.
@@ -687,15 +721,43 @@ class DeviceImpl final : public Device {
     send_cm_raw(r.from, r.src_qpn, 0, w::CmOp::reject, no_listener ? 1 : 0, r.conn_qual, r.conn_id, 0, r.reply_private);
   }
 
-  void send_abrupt_disconnect(Qp& qp) {
+  // Abrupt close: remember the connection (Linger) and tell the peer with a repeated reset.
+  void start_linger(Qp& qp) {
     if (qp.peer_qpn == 0) return;
-    // One unreliable in-stream disconnect; the peer's retry limit covers its loss.
-    const w::StreamCtrlWire c{w::Be32(static_cast<std::uint32_t>(w::StreamCtrlOp::disconnect))};
-    std::uint8_t buf[w::kFrameOverhead + sizeof c];
-    w::write_frame_header(buf, {w::FrameType::stream_ctrl, w::kFlagAckValid, qp.peer_qpn, qp.qpn,
-                                qp.backlog.empty() && qp.inflight.empty() ? qp.snd_nxt : qp.snd_una, qp.rxw.next()});
-    std::memcpy(buf + w::kFrameHeaderLen, &c, sizeof c);
-    send_raw(qp.peer, {buf, w::seal_frame(buf, w::kFrameHeaderLen + sizeof c)});
+    std::erase_if(lingers_, [&](const Linger& l) { return l.qpn == qp.qpn; });
+    const auto now = Clock::now();
+    Linger& l =
+        lingers_.emplace_back(Linger{qp.qpn, qp.peer, qp.peer_qpn, qp.conn_id, qp.rxw.next(), now, now + kLinger});
+    send_reset(l);
+    l.next_tx = now + kResetRetry;
+  }
+
+  void send_reset(const Linger& l) {
+    std::uint8_t b[w::kFrameOverhead + sizeof(w::CmHdrWire)];
+    w::write_frame_header(b, {w::FrameType::cm, w::kFlagAckValid, l.peer_qpn, l.qpn, 0, l.rcv_next});
+    const w::CmHdrWire c{static_cast<std::uint8_t>(w::CmOp::reset),
+                         0,
+                         w::Be16(0),
+                         w::Be16(0),
+                         w::Be16(0),
+                         w::Be64(0),
+                         w::Be32(l.conn_id),
+                         w::Be32(0)};
+    std::memcpy(b + w::kFrameHeaderLen, &c, sizeof c);
+    send_raw(l.peer, {b, w::seal_frame(b, w::kFrameHeaderLen + sizeof c)});
+  }
+
+  // A frame for a QP that is gone: acknowledge what it had received, and repeat the reset.
+  bool answer_lingering(NetAddr from, const w::FrameHeader& h) {
+    for (const Linger& l : lingers_) {
+      if (l.qpn != h.dst_qpn || l.peer != from || l.peer_qpn != h.src_qpn) continue;
+      std::uint8_t b[w::kFrameOverhead];
+      w::write_frame_header(b, {w::FrameType::ack, w::kFlagAckValid, l.peer_qpn, l.qpn, 0, l.rcv_next});
+      send_raw(l.peer, {b, w::seal_frame(b, w::kFrameHeaderLen)});
+      send_reset(l);
+      return true;
+    }
+    return false;
   }
 
   // ---- completions ----
@@ -712,14 +774,12 @@ class DeviceImpl final : public Device {
     // Buffers taken from an SRQ go to this QP's receive EVD too; untaken entries had none.
     for (auto& r : qp.rq) {
       if (!r.allocated) continue;
-      mrs_.hold(r.sgl, -1);
       srq_completed(r.srq);
       push_wc(qp.init.recv_cq, Wc{r.wr_id, WcOpcode::recv, WcStatus::flushed, 0, &qp, qp.init.context, r.srq});
     }
     qp.rq.clear();
     qp.rq_allocated = 0;
     for (auto& s : qp.sq) {
-      mrs_.hold(*s.sgl, -1);
       push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::flushed, 0, &qp, qp.init.context});
     }
     qp.sq.clear();
@@ -799,6 +859,7 @@ class DeviceImpl final : public Device {
  private:
   std::chrono::microseconds next_wait() {
     std::lock_guard lk(mu_);
+    if (!lingers_.empty()) return std::chrono::microseconds(1000);
     for (auto& [n, qp] : qps_)
       if (!qp->inflight.empty() || qp->cm == CmPhase::connecting || qp->cm == CmPhase::accepting ||
           qp->cm == CmPhase::disconnecting)
@@ -851,9 +912,14 @@ class DeviceImpl final : public Device {
         f.retransmitted = true;
         f.sent = now;
         transmit(qp, f);
+        if (qp.local_error) break;
         qp.ctr.retransmits++;
         ctr_.retransmits++;
         timed_out = true;
+      }
+      if (qp.local_error) {
+        local_protection_failure(qp);
+        continue;
       }
       if (exhausted) {
         if (qp.state == QpState::terminate) {
@@ -866,6 +932,13 @@ class DeviceImpl final : public Device {
       }
       if (timed_out) qp.rto = std::min(qp.rto * 2, kMaxRto);  // back off until a fresh sample
     }
+    for (Linger& l : lingers_) {
+      if (now >= l.next_tx) {
+        send_reset(l);
+        l.next_tx = now + kResetRetry;
+      }
+    }
+    std::erase_if(lingers_, [&](const Linger& l) { return now >= l.expiry; });
     std::erase_if(reqs_, [&](ConnRequest* r) {
       if (r->phase == ReqPhase::pending || now - r->decided < kReqLinger) return false;
       for (auto& [n, qp] : qps_)
@@ -891,6 +964,7 @@ class DeviceImpl final : public Device {
     auto it = qps_.find(h.dst_qpn);
     if (it == qps_.end() || it->second->peer != from || it->second->peer_qpn != h.src_qpn ||
         it->second->cm == CmPhase::none || it->second->cm == CmPhase::connecting) {
+      if (h.type != w::FrameType::ack && answer_lingering(from, h)) return;
       ctr_.rx_unknown_qp++;
       return;
     }
@@ -982,7 +1056,6 @@ class DeviceImpl final : public Device {
     while (!qp.sq.empty() && seq_le(qp.sq.front().end_seq, ack)) {
       const SendWqe s = std::move(qp.sq.front());
       qp.sq.pop_front();
-      mrs_.hold(*s.sgl, -1);
       if (s.signaled)
         push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::success, s.byte_len, &qp, qp.init.context});
     }
@@ -1122,19 +1195,30 @@ class DeviceImpl final : public Device {
                 "segment beyond the message's last segment");
       return;
     }
-    // Scatter into the buffer's SGL (checked at post time).
-    std::uint64_t mo = s.mo;
-    std::size_t done = 0;
-    for (const Sge& g : r.sgl) {
-      if (done == s.payload.size()) break;
-      if (mo >= g.length) {
-        mo -= g.length;
-        continue;
+    // Scatter into the buffer's SGL, its regions checked again first (a consumer may have freed
+    // one after posting): nothing is placed unless all of it may be.
+    const Pd* pd = r.srq ? r.srq->pd : qp.init.pd;
+    for (int pass = 0; pass < 2; ++pass) {
+      std::uint64_t mo = s.mo;
+      std::size_t done = 0;
+      for (const Sge& g : r.sgl) {
+        if (done == s.payload.size()) break;
+        if (mo >= g.length) {
+          mo -= g.length;
+          continue;
+        }
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - mo, s.payload.size() - done));
+        if (pass == 0 && mrs_.check(g.lkey, pd, g.addr + mo, n, Access::local_write) != MrCheck::ok) {
+          terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::local_catastrophic),
+                    static_cast<std::uint8_t>(w::RdmapError::catastrophic_local),
+                    "a receive buffer's region was freed while posted");
+          return;
+        }
+        if (pass == 1)
+          std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(g.addr + mo)), s.payload.data() + done, n);
+        done += n;
+        mo = 0;
       }
-      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - mo, s.payload.size() - done));
-      std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(g.addr + mo)), s.payload.data() + done, n);
-      done += n;
-      mo = 0;
     }
     r.placed += s.payload.size();
     if (s.last) {
@@ -1255,6 +1339,32 @@ class DeviceImpl final : public Device {
                                         std::vector<std::uint8_t>(pd.begin(), pd.end()), ""});
         return;
       }
+      case w::CmOp::reset: {
+        // The peer closed abruptly. Its ack first: Sends it received complete, not flush.
+        auto it = qps_.find(h.dst_qpn);
+        if (it != qps_.end() && it->second->peer == from && it->second->peer_qpn == h.src_qpn &&
+            it->second->conn_id == conn_id) {
+          Qp& qp = *it->second;
+          if (h.flags & w::kFlagAckValid) handle_ack(qp, h.ack, {});
+          if (qp.cm != CmPhase::closed) close_qp(qp, CmEventType::disconnected, "the peer reset the connection");
+        }
+        std::uint8_t b[w::kFrameOverhead + sizeof(w::CmHdrWire)];
+        w::write_frame_header(b, {w::FrameType::cm, 0, h.src_qpn, h.dst_qpn, 0, 0});
+        const w::CmHdrWire r{static_cast<std::uint8_t>(w::CmOp::reset_ack),
+                             0,
+                             w::Be16(0),
+                             w::Be16(0),
+                             w::Be16(0),
+                             w::Be64(0),
+                             w::Be32(conn_id),
+                             w::Be32(0)};
+        std::memcpy(b + w::kFrameHeaderLen, &r, sizeof r);
+        send_raw(from, {b, w::seal_frame(b, w::kFrameHeaderLen + sizeof r)});
+        return;
+      }
+      case w::CmOp::reset_ack:
+        std::erase_if(lingers_, [&](const Linger& l) { return l.qpn == h.dst_qpn && l.peer == from; });
+        return;
       case w::CmOp::ready_to_use: {
         auto it = qps_.find(h.dst_qpn);
         if (it == qps_.end() || it->second->conn_id != conn_id || it->second->peer != from) return;
@@ -1280,6 +1390,7 @@ class DeviceImpl final : public Device {
   std::map<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>> listeners_;
   std::vector<ConnRequest*> reqs_;
   std::vector<Qp*> ack_list_;
+  std::vector<Linger> lingers_;
   std::vector<std::uint8_t> rx_bufs_, tx_gather_;
   std::vector<netdev::RxFrame> rx_frames_;
   std::size_t window_bytes_ = 0;

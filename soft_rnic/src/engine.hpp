@@ -109,6 +109,7 @@ struct Qp {
   std::deque<SeqFrame> inflight;  // sent, not acknowledged
   std::deque<SeqFrame> backlog;   // waiting for window
   std::size_t inflight_bytes = 0;
+  bool local_error = false;  // a payload region vanished during transmission
   std::chrono::microseconds rto{0};
   double srtt_us = 0, rttvar_us = 0;  // RFC 6298 estimator; srtt 0 = no sample yet
   std::uint32_t disc_seq = 0;         // sequence after our disconnect frame
@@ -129,6 +130,19 @@ struct Qp {
   std::deque<SendWqe> sq;  // posted, not completed, in order
 
   QpCounters ctr{};
+};
+
+// What stays of a connection after an abrupt close or destroy: the reset is repeated until the
+// peer acknowledges it, and the peer's retransmissions are still acknowledged, so a Send the
+// peer made before the close completes there instead of being flushed for a lost ACK.
+struct Linger {
+  std::uint32_t qpn = 0;
+  NetAddr peer{};
+  std::uint32_t peer_qpn = 0;
+  std::uint32_t conn_id = 0;
+  std::uint32_t rcv_next = 0;
+  Clock::time_point next_tx{};
+  Clock::time_point expiry{};
 };
 
 enum class ReqPhase : std::uint8_t { pending, accepted, rejected };

@@ -44,18 +44,9 @@ void MrTable::clear() {
   live_ = 0;
 }
 
-void MrTable::hold(std::span<const Sge> sgl, int delta) {
-  for (const Sge& g : sgl) {
-    const std::uint32_t idx = g.lkey >> 8;
-    if (g.length == 0 || idx == 0 || idx >= slots_.size() || !slots_[idx].mr) continue;
-    slots_[idx].mr->refs = static_cast<std::uint32_t>(static_cast<int>(slots_[idx].mr->refs) + delta);
-  }
-}
-
 Status MrTable::dereg(Mr* mr) {
   const std::uint32_t idx = mr->stag >> 8;
   if (idx == 0 || idx >= slots_.size() || slots_[idx].mr != mr) return Status::invalid_param;
-  if (mr->refs > 0) return Status::in_use;  // a posted work request still names it
   slots_[idx].mr = nullptr;
   free_.push_back(idx);
   mr->pd->users--;

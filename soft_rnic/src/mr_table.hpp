@@ -20,7 +20,6 @@ struct Mr {
   std::uint64_t addr = 0;
   std::uint64_t length = 0;
   Access access = Access::none;
-  std::uint32_t refs = 0;  // posted work requests whose SGL names this region
 };
 
 enum class MrCheck : std::uint8_t {
@@ -47,8 +46,6 @@ class MrTable {
   MrCheck check(std::uint32_t stag, const Pd* pd, std::uint64_t addr, std::uint64_t len, Access need,
                 Mr** found = nullptr) const;
   std::size_t live() const { return live_; }
-  // Adds `delta` to the work-request references of each SGE's region (regions checked at post).
-  void hold(std::span<const Sge> sgl, int delta);
 
  private:
   struct Slot {

@@ -373,16 +373,32 @@ TEST_F(Pair, ResourcesInUseAreNotFreed) {
   a.qp = nullptr;
 }
 
-TEST_F(Pair, RegionNamedByAPostedReceiveCannotBeDeregistered) {
-  const Sge rg = b.sge(0, 64);
+TEST_F(Pair, ReceiveIntoAFreedRegionPlacesNothing) {
+  // A second region over the same memory, freed after the receive is posted.
+  Mr* extra = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), 4096, Access::local_write, extra), Status::ok);
+  const Sge rg{b.dev->query_mr(extra).stag, b.addr(), 64};
   ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{1, {&rg, 1}}), Status::ok);
-  EXPECT_EQ(b.dev->dereg_mr(b.mr), Status::in_use) << "an incoming Send would write into it";
+  ASSERT_EQ(b.dev->dereg_mr(extra), Status::ok);
   connect();
+  std::fill(b.buf.begin(), b.buf.end(), 0xEE);
   const Sge s = a.sge(0, 8);
   ASSERT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::send, {&s, 1}}), Status::ok);
-  Wc wc;
-  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
-  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
-  EXPECT_EQ(b.dev->dereg_mr(b.mr), Status::ok) << "completed: free to go";
-  EXPECT_EQ(a.dev->dereg_mr(a.mr), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(b.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::broken);
+  EXPECT_NE(e.reason.find("region was freed"), std::string::npos) << e.reason;
+  EXPECT_TRUE(std::all_of(b.buf.begin(), b.buf.end(), [](std::uint8_t c) { return c == 0xEE; })) << "no byte placed";
+}
+
+TEST_F(Pair, SendFromAFreedRegionBreaksTheConnection) {
+  const Sge rg = b.sge(0, 64);
+  ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{1, {&rg, 1}}), Status::ok);
+  connect();
+  Mr* extra = nullptr;
+  ASSERT_EQ(a.dev->reg_mr(a.pd, a.buf.data(), 4096, Access::local_read, extra), Status::ok);
+  const Sge s{a.dev->query_mr(extra).stag, a.addr(), 8};
+  ASSERT_EQ(a.dev->dereg_mr(extra), Status::ok);
+  EXPECT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::send, {&s, 1}}), Status::protection_violation)
+      << "checked at post";
 }

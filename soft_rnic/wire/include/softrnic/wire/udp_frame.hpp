@@ -55,6 +55,8 @@ enum class CmOp : std::uint8_t {
   connect_reply = 2,
   reject = 3,
   ready_to_use = 4,  // initiator confirms the reply
+  reset = 5,         // abrupt close: the sender's QP is gone; header ack = what it received
+  reset_ack = 6,     // the reset was seen (the sender stops repeating it)
 };
 
 struct CmHdrWire {
