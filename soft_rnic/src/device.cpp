@@ -1406,4 +1406,8 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string& error
   return std::make_unique<DeviceImpl>(cfg, std::move(nd));
 }
 
+std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd) {
+  return std::make_unique<DeviceImpl>(cfg, std::move(nd));
+}
+
 }  // namespace softrnic

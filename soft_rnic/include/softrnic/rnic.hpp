@@ -216,6 +216,8 @@ class Device {
  public:
   // Opens a device on the configured netdev and starts its progress thread.
   static std::unique_ptr<Device> open(const DeviceConfig& cfg, std::string& error);
+  // The same over a netdev the caller made (cfg.netdev is then not used).
+  static std::unique_ptr<Device> open(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd);
   virtual ~Device() = default;
 
   virtual NetAddr address() const = 0;

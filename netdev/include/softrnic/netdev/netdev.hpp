@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <vector>
 #include <memory>
 #include <span>
 #include <string>
@@ -102,6 +104,23 @@ struct NetdevConfig {
 // Makes a netdev from its configuration (wrapped in the impairment plan when it is active);
 // nullptr with `error` set on failure.
 std::unique_ptr<Netdev> make_netdev(const NetdevConfig& cfg, std::string& error);
+
+// A netdev that can hold what it is asked to send, for scripted arrival orders: while holding,
+// datagrams that `hold_if` selects wait until release() or discard(); the rest pass.
+class HoldingNetdev : public Netdev {
+ public:
+  struct Held {
+    NetAddr to;
+    std::vector<std::uint8_t> bytes;
+  };
+  virtual void set_holding(bool on) = 0;
+  virtual std::vector<Held> held() const = 0;
+  // Sends (or drops) the held datagrams at these indexes of held(), in this order.
+  virtual void release(const std::vector<std::size_t>& indexes) = 0;
+  virtual void discard(const std::vector<std::size_t>& indexes) = 0;
+};
+std::unique_ptr<HoldingNetdev> make_holding(std::unique_ptr<Netdev> inner,
+                                            std::function<bool(std::span<const std::uint8_t>)> hold_if);
 
 // Wraps `inner` so that every send goes through `plan`.
 std::unique_ptr<Netdev> make_impaired(std::unique_ptr<Netdev> inner, const ImpairPlan& plan);
