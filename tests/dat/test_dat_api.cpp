@@ -329,3 +329,118 @@ TEST(DatApi, CnoIsTriggeredByDtoEvents) {
   ASSERT_EQ(dat_evd_free(evd), DAT_SUCCESS);
   EXPECT_EQ(dat_cno_free(cno), DAT_SUCCESS);
 }
+
+namespace {
+
+DAT_EVENT wait_async(DAT_EVD_HANDLE async) {
+  DAT_EVENT ev;
+  std::memset(&ev, 0, sizeof ev);
+  DAT_COUNT nmore;
+  EXPECT_EQ(dat_evd_wait(async, kWait, 1, &ev, &nmore), DAT_SUCCESS);
+  return ev;
+}
+
+DAT_SRQ_PARAM srq_param(DAT_SRQ_HANDLE srq) {
+  DAT_SRQ_PARAM p;
+  std::memset(&p, 0, sizeof p);
+  EXPECT_EQ(dat_srq_query(srq, DAT_SRQ_FIELD_ALL, &p), DAT_SUCCESS);
+  return p;
+}
+
+}  // namespace
+
+TEST(DatApi, ProviderAdvertisesSrqAndQueries) {
+  Ia ia;
+  alignas(DAT_PROVIDER_ATTR) unsigned char raw[sizeof(DAT_PROVIDER_ATTR)] = {};
+  auto& p = *reinterpret_cast<DAT_PROVIDER_ATTR*>(raw);
+  DAT_IA_ATTR a;
+  ASSERT_EQ(dat_ia_query(ia.ia, nullptr, DAT_IA_FIELD_ALL, &a, DAT_PROVIDER_FIELD_ALL, &p), DAT_SUCCESS);
+  EXPECT_EQ(p.srq_supported, DAT_TRUE);
+  EXPECT_NE(p.srq_watermarks_supported, 0);
+  EXPECT_NE(p.srq_info_supported, 0);
+  EXPECT_NE(p.ep_recv_info_supported, 0);
+  EXPECT_GT(a.max_srqs, 0);
+  EXPECT_GT(a.max_recv_per_srq, 0);
+}
+
+TEST(DatApi, SrqCountsWatermarksAndBrokenEvent) {
+  Ia ia;
+  End a, b;
+  a.make(ia);
+  // b's EP takes its receives from a 10-entry SRQ.
+  DAT_SRQ_HANDLE srq;
+  DAT_SRQ_ATTR bad{0, 1, 0};
+  EXPECT_EQ(type_of(dat_srq_create(ia.ia, ia.pz, &bad, &srq)), DAT_INVALID_PARAMETER);
+  DAT_SRQ_ATTR sa{10, 1, 0};
+  ASSERT_EQ(dat_srq_create(ia.ia, ia.pz, &sa, &srq), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_create(ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &b.req), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_create(ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &b.rcv), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &b.conn), DAT_SUCCESS);
+  ASSERT_EQ(dat_ep_create_with_srq(ia.ia, ia.pz, b.rcv, b.req, b.conn, srq, nullptr, &b.ep), DAT_SUCCESS);
+  DAT_REGION_DESCRIPTION r;
+  r.for_va = b.buf.data();
+  ASSERT_EQ(dat_lmr_create(ia.ia, DAT_MEM_TYPE_VIRTUAL, r, b.buf.size(), ia.pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                           &b.lmr, &b.lctx, &b.rctx, nullptr, nullptr),
+            DAT_SUCCESS);
+  for (int i = 0; i < 3; ++i) {
+    DAT_LMR_TRIPLET t = b.iov(static_cast<std::size_t>(i) * 256, 256);
+    DAT_DTO_COOKIE c;
+    c.as_64 = static_cast<DAT_UINT64>(i);
+    ASSERT_EQ(dat_srq_post_recv(srq, 1, &t, c), DAT_SUCCESS);
+  }
+  DAT_SRQ_PARAM sp = srq_param(srq);
+  EXPECT_EQ(sp.max_recv_dtos, 10);
+  EXPECT_EQ(sp.available_dto_count, 3);
+  EXPECT_EQ(sp.outstanding_dto_count, 3);
+  DAT_LMR_TRIPLET t = b.iov(0, 8);
+  DAT_DTO_COOKIE c;
+  c.as_64 = 0;
+  EXPECT_EQ(type_of(dat_ep_post_recv(b.ep, 1, &t, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_STATE)
+      << "an SRQ EP takes its receives from the SRQ";
+  EXPECT_EQ(type_of(dat_srq_free(srq)), DAT_INVALID_STATE) << "an EP uses it";
+  EXPECT_EQ(type_of(dat_srq_resize(srq, 2)), DAT_INVALID_STATE) << "below the 3 outstanding";
+  ASSERT_EQ(dat_srq_resize(srq, 12), DAT_SUCCESS);
+  EXPECT_EQ(srq_param(srq).max_recv_dtos, 12);
+  DAT_COUNT n = -1, span = -1;
+  ASSERT_EQ(dat_ep_recv_query(b.ep, &n, &span), DAT_SUCCESS);
+  EXPECT_EQ(n, 0);
+  EXPECT_EQ(span, 0);
+  ASSERT_EQ(dat_ep_set_watermark(b.ep, 0, DAT_WATERMARK_INFINITE), DAT_SUCCESS);
+
+  DAT_PSP_HANDLE psp;
+  DAT_EVD_HANDLE cr_evd;
+  connect(ia, a, b, psp, cr_evd);
+  // One Send arrives: its buffer is taken (2 available), its completion not yet reaped (3).
+  DAT_LMR_TRIPLET s = a.iov(0, 100);
+  c.as_64 = 7;
+  ASSERT_EQ(dat_ep_post_send(a.ep, 1, &s, c, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  EXPECT_EQ(wait_event(a.req).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+  sp = srq_param(srq);
+  EXPECT_EQ(sp.available_dto_count, 2);
+  EXPECT_EQ(sp.outstanding_dto_count, 3);
+  // The soft high watermark (0) was exceeded by that allocation: one async event.
+  DAT_EVENT ae = wait_async(ia.async);
+  EXPECT_EQ(ae.event_data.asynch_error_event_data.reason, DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT);
+  EXPECT_EQ(ae.event_data.asynch_error_event_data.dat_handle, b.ep);
+  const DAT_EVENT got = wait_event(b.rcv);
+  EXPECT_EQ(got.event_data.dto_completion_event_data.transfered_length, 100u);
+  EXPECT_EQ(got.event_data.dto_completion_event_data.user_cookie.as_64, 0u) << "the SRQ's first buffer";
+  sp = srq_param(srq);
+  EXPECT_EQ(sp.available_dto_count, 2);
+  EXPECT_EQ(sp.outstanding_dto_count, 2) << "reaped";
+  // Low watermark above the available count: the event at once, once per arming.
+  ASSERT_EQ(dat_srq_set_lw(srq, 3), DAT_SUCCESS);
+  ae = wait_async(ia.async);
+  EXPECT_EQ(ae.event_data.asynch_error_event_data.reason, DAT_SRQ_LOW_WATERMARK_EVENT);
+  EXPECT_EQ(ae.event_data.asynch_error_event_data.dat_handle, srq);
+  EXPECT_EQ(type_of(dat_srq_set_lw(srq, 13)), DAT_INVALID_PARAMETER) << "above max_recv_dtos";
+  // The SRQ EP's disconnect also reaches the async EVD as EP_BROKEN (dtestsrq waits for it).
+  ASSERT_EQ(dat_ep_disconnect(a.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+  EXPECT_EQ(wait_event(b.conn).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
+  ae = wait_async(ia.async);
+  EXPECT_EQ(ae.event_number, DAT_ASYNC_ERROR_EP_BROKEN);
+  EXPECT_EQ(ae.event_data.asynch_error_event_data.dat_handle, b.ep);
+  ASSERT_EQ(dat_ep_free(b.ep), DAT_SUCCESS);
+  b.ep = DAT_HANDLE_NULL;
+  EXPECT_EQ(dat_srq_free(srq), DAT_SUCCESS);
+}
