@@ -50,6 +50,10 @@ struct ConnModel {
 };
 
 struct Rig {
+  // Declared first, destroyed last: the devices' callbacks write here until they are gone.
+  std::mutex ev_mu;
+  std::vector<std::string> events;
+  int established = 0;
   std::unique_ptr<Device> a, b;
   Pd *pa = nullptr, *pb = nullptr;
   Cq *a_scq = nullptr, *a_rcq = nullptr, *b_scq = nullptr, *b_rcq = nullptr;
@@ -58,7 +62,6 @@ struct Rig {
   Qp* qb[kConns] = {};
   std::vector<std::uint8_t> src, srqmem, target;
   Mr *msrc = nullptr, *msrq = nullptr, *mtarget = nullptr;
-  std::vector<std::string> events;
 };
 
 DeviceConfig config(std::uint16_t port, std::uint64_t seed, AllocPolicy policy) {
@@ -112,8 +115,8 @@ void run(std::uint64_t seed, AllocPolicy policy, std::uint16_t port, int total_o
   };
   for (std::uint32_t i = 0; i < kSrqDepth; ++i) ASSERT_EQ(post_srq(i), Status::ok);
 
-  std::mutex ev_mu;
-  int established = 0;
+  std::mutex& ev_mu = r.ev_mu;
+  int& established = r.established;
   for (int i = 0; i < kConns; ++i) {
     QpInit ia;
     ia.pd = r.pa;

@@ -59,12 +59,12 @@ bool poll_one(Device& d, Cq* cq, Wc& wc, std::chrono::milliseconds t = 5000ms) {
 }
 
 struct Side {
+  Sink sink;  // declared first, destroyed last: the device's callbacks write here until it is gone
   std::unique_ptr<Device> dev;
   Pd* pd = nullptr;
   Cq* scq = nullptr;
   Cq* rcq = nullptr;
   Qp* qp = nullptr;
-  Sink sink;
   std::vector<std::uint8_t> buf;
   Mr* mr = nullptr;
 
