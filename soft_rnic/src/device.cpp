@@ -1028,25 +1028,21 @@ class DeviceImpl final : public Device {
   void handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack) {
     if (seq_lt(qp.snd_nxt, ack) || seq_lt(ack, qp.snd_una)) return;  // stale or impossible
     const auto now = Clock::now();
-    bool sampled = false;
-    // Karn: an RTT sample only from a frame sent once.
-    const auto sample = [&](const SeqFrame& f) {
-      if (!sampled && !f.retransmitted) {
-        rtt_sample(qp, std::chrono::duration_cast<std::chrono::microseconds>(now - f.sent));
-        sampled = true;
-      }
-    };
-    // Newest first gives the freshest sample.
-    for (auto it = qp.inflight.rbegin(); it != qp.inflight.rend(); ++it) {
-      SeqFrame& f = *it;
+    // One RTT sample per acknowledgement: the slowest frame it newly covers that was sent once
+    // (Karn). Taking the slowest, not the newest, lets a frame held back by reordering raise
+    // RTTVAR, so reordering alone does not make the RTO fire.
+    std::chrono::microseconds slowest{-1};
+    for (SeqFrame& f : qp.inflight) {
       bool covered = seq_lt(f.seq, ack);
       for (const SackBlock& b : sack)
         if (!seq_lt(f.seq, b.start) && seq_lt(f.seq, b.end)) covered = true;
       if (covered && !f.sacked) {
-        sample(f);
+        if (!f.retransmitted)
+          slowest = std::max(slowest, std::chrono::duration_cast<std::chrono::microseconds>(now - f.sent));
         f.sacked = true;
       }
     }
+    if (slowest.count() >= 0) rtt_sample(qp, slowest);
     if (!seq_lt(qp.snd_una, ack)) return;  // no new cumulative progress
     while (!qp.inflight.empty() && seq_lt(qp.inflight.front().seq, ack)) {
       qp.inflight_bytes -= qp.inflight.front().len;

@@ -72,7 +72,7 @@ struct DeviceConfig {
   netdev::NetdevConfig netdev;
   std::chrono::milliseconds connect_timeout{20000};  // default when the caller gives none
   std::chrono::microseconds initial_rto{20000};      // retransmission timeout before an RTT sample
-  std::chrono::microseconds min_rto{2000};           // RTO floor (RFC 6298 estimator above it)
+  std::chrono::microseconds min_rto{5000};           // RTO floor (RFC 6298 estimator above it)
   int retry_limit = 12;                              // retransmissions of one frame before the QP breaks
   std::uint32_t window = 1024;                       // frames in flight per QP
   std::size_t window_bytes = 4 << 20;                // payload bytes in flight per QP (capped by rx buffer / 4)

@@ -73,7 +73,7 @@ static_assert(sizeof(CmHdrWire) == 24);
 
 // ACK body: count (1 byte), 3 reserved bytes, then `count` blocks of [start, end) sequence numbers
 // (big-endian) received above the cumulative acknowledgement.
-inline constexpr std::size_t kMaxSackBlocks = 8;
+inline constexpr std::size_t kMaxSackBlocks = 32;
 inline constexpr std::size_t kSackInvalid = ~std::size_t{0};
 struct SackRange {
   std::uint32_t start = 0;
