@@ -79,7 +79,8 @@ void on_cm_event(Ep* ep, const CmEvent& ev) {
   if (ep->conn_evd) ep->conn_evd->post(e);
   // An SRQ EP also reports the end of its connection on the async EVD (as the OFA providers do;
   // dtestsrq waits for it): its SRQ buffers are all flushed by then.
-  if (ended && ep->srq && (ev.type == CmEventType::disconnected || ev.type == CmEventType::broken))
+  // A broken connection (Terminate, retry limit) is reported there for every EP.
+  if ((ended && ep->srq && ev.type == CmEventType::disconnected) || ev.type == CmEventType::broken)
     post_async(ep->ia, DAT_ASYNC_ERROR_EP_BROKEN, ep, DAT_EP_OTHER_ERROR);
 }
 

@@ -402,3 +402,61 @@ TEST_F(Pair, SendFromAFreedRegionBreaksTheConnection) {
   EXPECT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::send, {&s, 1}}), Status::protection_violation)
       << "checked at post";
 }
+
+TEST(RetryLimit, APeerThatStopsAnsweringBreaksTheConnection) {
+  // B's netdev swallows everything once told to: A's retransmissions run out and the connection
+  // breaks with an event, instead of hanging.
+  Sink sa, sb;
+  DeviceConfig ca;
+  ca.netdev.kind = "loopback";
+  ca.netdev.port = 9700;
+  ca.retry_limit = 3;
+  std::string e;
+  auto a = Device::open(ca, e);
+  ASSERT_TRUE(a) << e;
+  netdev::NetdevConfig nb;
+  nb.kind = "loopback";
+  nb.port = 9701;
+  auto inner = netdev::make_netdev(nb, e);
+  ASSERT_TRUE(inner) << e;
+  auto hold = netdev::make_holding(std::move(inner), [](std::span<const std::uint8_t>) { return true; });
+  netdev::HoldingNetdev* blackhole = hold.get();
+  auto b = Device::open(DeviceConfig{}, std::move(hold));
+  Pd* pa = a->alloc_pd();
+  Pd* pb = b->alloc_pd();
+  Qp *qa = nullptr, *qb = nullptr;
+  QpInit ia;
+  ia.pd = pa;
+  ia.send_cq = ia.recv_cq = a->create_cq(16, nullptr);
+  ia.on_event = [&](Qp*, const CmEvent& ev) { sa.on_event(ev); };
+  ASSERT_EQ(a->create_qp(ia, qa), Status::ok);
+  QpInit ib;
+  ib.pd = pb;
+  ib.send_cq = ib.recv_cq = b->create_cq(16, nullptr);
+  ib.on_event = [&](Qp*, const CmEvent& ev) { sb.on_event(ev); };
+  ASSERT_EQ(b->create_qp(ib, qb), Status::ok);
+  ASSERT_EQ(b->listen(3, [&](ConnRequest* r, const ConnRequestInfo& i) { sb.on_request(r, i); }), Status::ok);
+  ASSERT_EQ(a->connect(qa, b->address(), 3, {}, 5000ms), Status::ok);
+  ConnRequest* r = nullptr;
+  ConnRequestInfo info;
+  ASSERT_TRUE(sb.wait_request(r, info));
+  ASSERT_EQ(b->accept(r, qb, {}), Status::ok);
+  CmEvent ev;
+  ASSERT_TRUE(sa.wait_event(ev));
+  ASSERT_EQ(ev.type, CmEventType::established);
+  blackhole->set_holding(true);
+  std::vector<std::uint8_t> buf(64);
+  Mr* mr = nullptr;
+  ASSERT_EQ(a->reg_mr(pa, buf.data(), buf.size(), Access::local_read, mr), Status::ok);
+  const Sge g{a->query_mr(mr).stag, reinterpret_cast<std::uintptr_t>(buf.data()), 64};
+  ASSERT_EQ(b->post_recv(qb, RecvWr{1, {}}), Status::ok);
+  ASSERT_EQ(a->post_send(qa, SendWr{9, SendOpcode::send, {&g, 1}}), Status::ok);
+  ASSERT_TRUE(sa.wait_event(ev, 20000ms)) << "no event: the connection hangs";
+  EXPECT_EQ(ev.type, CmEventType::broken);
+  EXPECT_NE(ev.reason.find("retry limit"), std::string::npos) << ev.reason;
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a, ia.send_cq, wc));
+  EXPECT_EQ(wc.wr_id, 9u);
+  EXPECT_EQ(wc.status, WcStatus::flushed) << "the Send is not reported as delivered";
+  EXPECT_GE(a->counters().retransmits, 3u);
+}
