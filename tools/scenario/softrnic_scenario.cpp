@@ -142,6 +142,7 @@ class Runner {
     ib.max_sge = 1;
     ib.srq = srq_;
     ib.on_event = [this](Qp*, const CmEvent& ev) {
+      if (ev.type == CmEventType::broken) broken_events_++;
       note("B: connection " + std::string(to_string(ev.type)) + " " + ev.reason);
     };
     ib.on_soft_watermark = [this](Qp*) { note("B: soft high watermark exceeded (async event)"), soft_events_++; };
@@ -269,6 +270,8 @@ class Runner {
         got = lw_events_;
       else if (key == "soft_events")
         got = soft_events_;
+      else if (key == "broken")
+        got = broken_events_;
       else
         return fail("unknown expectation " + key);
       ++checked_;
@@ -444,7 +447,7 @@ class Runner {
   ConnRequest* req_ = nullptr;
   std::vector<std::string> notes_;
   std::uint32_t last_allocated_ = 0, last_span_ = 0, last_available_ = 0, last_outstanding_ = 0, pending_ = 0,
-                last_reaped_ = 0, lw_events_ = 0, soft_events_ = 0;
+                last_reaped_ = 0, lw_events_ = 0, soft_events_ = 0, broken_events_ = 0;
   int checked_ = 0, failed_ = 0;
 };
 
