@@ -71,6 +71,7 @@ bool seq_le(std::uint32_t a, std::uint32_t b) {
 constexpr std::chrono::milliseconds kCmRetry{100};
 constexpr std::chrono::milliseconds kDisconnectTimeout{2000};
 constexpr std::chrono::milliseconds kLinger{3000};
+constexpr std::chrono::microseconds kMinReorderWindow{2000};
 constexpr std::chrono::milliseconds kResetRetry{20};
 constexpr std::chrono::milliseconds kCloseDrain{1000};
 constexpr std::chrono::seconds kReqLinger{10};
@@ -900,11 +901,23 @@ class DeviceImpl final : public Device {
           break;
         default: break;
       }
-      // Retransmit only what is neither acknowledged nor selectively acknowledged and has been
-      // out longer than the RTO; a frame merely overtaken by later ones is left alone.
+      // Retransmit only what is neither acknowledged nor selectively acknowledged, and either
+      // (RACK) a frame sent after it was delivered more than a reordering window ago relative to
+      // its own send time, or it has been out longer than the RTO. A frame merely overtaken by
+      // later ones within the reordering window is left alone.
       bool timed_out = false, exhausted = false;
+      const auto reo_wnd =
+          std::max(kMinReorderWindow, std::chrono::microseconds(static_cast<std::int64_t>(qp.srtt_us / 4)));
       for (SeqFrame& f : qp.inflight) {
-        if (f.sacked || now - f.sent < qp.rto) continue;
+        if (f.sacked) continue;
+        const bool rack_lost = f.sent < qp.rack_sent && now - f.sent >= qp.rack_rtt + reo_wnd;
+        const bool rto_expired = now - f.sent >= qp.rto;
+        if (!rack_lost && !rto_expired) continue;
+        if (rack_lost && !rto_expired) {
+          qp.ctr.rack_retransmits++;
+        } else {
+          timed_out = true;
+        }
         if (++f.retries > cfg_.retry_limit) {
           exhausted = true;
           break;
@@ -915,7 +928,6 @@ class DeviceImpl final : public Device {
         if (qp.local_error) break;
         qp.ctr.retransmits++;
         ctr_.retransmits++;
-        timed_out = true;
       }
       if (qp.local_error) {
         local_protection_failure(qp);
@@ -1037,8 +1049,13 @@ class DeviceImpl final : public Device {
       for (const SackBlock& b : sack)
         if (!seq_lt(f.seq, b.start) && seq_lt(f.seq, b.end)) covered = true;
       if (covered && !f.sacked) {
-        if (!f.retransmitted)
-          slowest = std::max(slowest, std::chrono::duration_cast<std::chrono::microseconds>(now - f.sent));
+        const auto rtt = std::chrono::duration_cast<std::chrono::microseconds>(now - f.sent);
+        if (!f.retransmitted) slowest = std::max(slowest, rtt);
+        // RACK: the latest send time known delivered, and that frame's round trip.
+        if (f.sent > qp.rack_sent) {
+          qp.rack_sent = f.sent;
+          qp.rack_rtt = rtt;
+        }
         f.sacked = true;
       }
     }

@@ -112,7 +112,9 @@ struct Qp {
   bool local_error = false;  // a payload region vanished during transmission
   std::chrono::microseconds rto{0};
   double srtt_us = 0, rttvar_us = 0;  // RFC 6298 estimator; srtt 0 = no sample yet
-  std::uint32_t disc_seq = 0;         // sequence after our disconnect frame
+  Clock::time_point rack_sent{};      // latest send time of a frame known delivered (RACK)
+  std::chrono::microseconds rack_rtt{0};
+  std::uint32_t disc_seq = 0;  // sequence after our disconnect frame
 
   // Receive side.
   RxWindow rxw;
