@@ -71,7 +71,8 @@ bool seq_le(std::uint32_t a, std::uint32_t b) {
 constexpr std::chrono::milliseconds kCmRetry{100};
 constexpr std::chrono::milliseconds kDisconnectTimeout{2000};
 constexpr std::chrono::milliseconds kLinger{3000};
-constexpr std::chrono::microseconds kMinReorderWindow{2000};
+constexpr std::chrono::microseconds kMinReorderWindow{4000};
+constexpr std::chrono::microseconds kMaxReorderWindow{100000};
 constexpr std::chrono::milliseconds kResetRetry{20};
 constexpr std::chrono::milliseconds kCloseDrain{1000};
 constexpr std::chrono::seconds kReqLinger{10};
@@ -670,6 +671,7 @@ class DeviceImpl final : public Device {
 
   // RFC 6298: SRTT, RTTVAR and RTO from one sample.
   void rtt_sample(Qp& qp, std::chrono::microseconds sample) {
+    if (qp.min_rtt.count() == 0 || sample < qp.min_rtt) qp.min_rtt = std::max(sample, std::chrono::microseconds(1));
     const double r = static_cast<double>(sample.count());
     if (qp.srtt_us == 0) {
       qp.srtt_us = r;
@@ -906,8 +908,8 @@ class DeviceImpl final : public Device {
       // its own send time, or it has been out longer than the RTO. A frame merely overtaken by
       // later ones within the reordering window is left alone.
       bool timed_out = false, exhausted = false;
-      const auto reo_wnd =
-          std::max(kMinReorderWindow, std::chrono::microseconds(static_cast<std::int64_t>(qp.srtt_us / 4)));
+      const auto reo_wnd = std::max(
+          {kMinReorderWindow, qp.reo_wnd, std::chrono::microseconds(static_cast<std::int64_t>(qp.srtt_us / 4))});
       for (SeqFrame& f : qp.inflight) {
         if (f.sacked) continue;
         const bool rack_lost = f.sent < qp.rack_sent && now - f.sent >= qp.rack_rtt + reo_wnd;
@@ -1051,6 +1053,13 @@ class DeviceImpl final : public Device {
       if (covered && !f.sacked) {
         const auto rtt = std::chrono::duration_cast<std::chrono::microseconds>(now - f.sent);
         if (!f.retransmitted) slowest = std::max(slowest, rtt);
+        // Eifel-style check: acknowledged sooner after its retransmission than any round trip
+        // takes, so the original arrived and the retransmission was spurious: widen the
+        // reordering window (RFC 8985 adapts it likewise).
+        if (f.retransmitted && qp.min_rtt.count() > 0 && rtt * 4 < qp.min_rtt * 3) {
+          qp.ctr.spurious_retransmits++;
+          qp.reo_wnd = std::min(std::max(qp.reo_wnd * 2, kMinReorderWindow * 2), kMaxReorderWindow);
+        }
         // RACK: the latest send time known delivered, and that frame's round trip.
         if (f.sent > qp.rack_sent) {
           qp.rack_sent = f.sent;

@@ -114,7 +114,9 @@ struct Qp {
   double srtt_us = 0, rttvar_us = 0;  // RFC 6298 estimator; srtt 0 = no sample yet
   Clock::time_point rack_sent{};      // latest send time of a frame known delivered (RACK)
   std::chrono::microseconds rack_rtt{0};
-  std::uint32_t disc_seq = 0;  // sequence after our disconnect frame
+  std::chrono::microseconds min_rtt{0};
+  std::chrono::microseconds reo_wnd{0};  // widened after a spurious retransmission
+  std::uint32_t disc_seq = 0;            // sequence after our disconnect frame
 
   // Receive side.
   RxWindow rxw;

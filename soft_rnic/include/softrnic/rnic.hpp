@@ -210,7 +210,8 @@ struct DeviceCounters {
 struct QpCounters {
   std::uint64_t tx_frames = 0, rx_frames = 0, retransmits = 0, rx_duplicates = 0, rx_out_of_order = 0;
   std::uint64_t rx_beyond_window = 0;
-  std::uint64_t rack_retransmits = 0;  // retransmissions decided by a later frame's delivery, before the RTO
+  std::uint64_t rack_retransmits = 0;      // retransmissions decided by a later frame's delivery, before the RTO
+  std::uint64_t spurious_retransmits = 0;  // found out afterwards (acknowledged too soon after)
 };
 
 class Device {
