@@ -55,6 +55,8 @@ DAT_RETURN ep_post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT
                         DAT_COMPLETION_FLAGS flags);
 DAT_RETURN ep_post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                         DAT_COMPLETION_FLAGS flags);
+DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                             const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags);
 DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                               const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags);
 DAT_RETURN ep_free(DAT_EP_HANDLE ep);

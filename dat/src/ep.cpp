@@ -13,6 +13,7 @@ namespace {
 
 constexpr DAT_COUNT kDefaultDtos = 256;
 constexpr DAT_COUNT kDefaultIov = 4;
+constexpr DAT_COUNT kDefaultRd = 4;
 
 DAT_RETURN map(Status s) {
   switch (s) {
@@ -119,6 +120,7 @@ DAT_RETURN create_ep(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h,
     a.service_type = DAT_SERVICE_TYPE_RC;
     a.max_recv_dtos = a.max_request_dtos = kDefaultDtos;
     a.max_recv_iov = a.max_request_iov = kDefaultIov;
+    a.max_rdma_read_in = a.max_rdma_read_out = kDefaultRd;
   }
   if (a.service_type != DAT_SERVICE_TYPE_RC) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
   if (a.max_message_size == 0) a.max_message_size = l.max_msg_size;
@@ -130,7 +132,8 @@ DAT_RETURN create_ep(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h,
   if (a.max_recv_dtos < 0 || a.max_request_dtos < 0 || a.max_recv_dtos > static_cast<DAT_COUNT>(l.max_qp_wr) ||
       a.max_request_dtos > static_cast<DAT_COUNT>(l.max_qp_wr) || a.max_recv_iov < 0 || a.max_request_iov < 0 ||
       a.max_recv_iov > static_cast<DAT_COUNT>(l.max_sge) || a.max_request_iov > static_cast<DAT_COUNT>(l.max_sge) ||
-      a.max_message_size > l.max_msg_size)
+      a.max_message_size > l.max_msg_size || a.max_rdma_read_in < 0 || a.max_rdma_read_out < 0 ||
+      a.max_rdma_read_in > static_cast<DAT_COUNT>(l.max_rd) || a.max_rdma_read_out > static_cast<DAT_COUNT>(l.max_rd))
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
   Ep* ep = make<Ep>(ia, ia->provider);
   ep->pz = pz;
@@ -146,6 +149,8 @@ DAT_RETURN create_ep(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h,
   init.max_recv_wr = static_cast<std::uint32_t>(a.max_recv_dtos);
   init.max_sge = static_cast<std::uint32_t>(std::max(a.max_recv_iov, a.max_request_iov));
   init.context = ep;
+  init.ord = static_cast<std::uint32_t>(a.max_rdma_read_out);
+  init.ird = static_cast<std::uint32_t>(a.max_rdma_read_in);
   init.on_event = [ep](Qp*, const CmEvent& ev) { on_cm_event(ep, ev); };
   init.srq = so ? so->srq : nullptr;
   init.on_soft_watermark = [ep](Qp*) {
@@ -283,7 +288,7 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
   wr.sgl = sgl;
   wr.signaled = !(flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG));
   if (op == SendOpcode::send && (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)) wr.opcode = SendOpcode::send_solicited;
-  if (op == SendOpcode::rdma_write) {
+  if (op == SendOpcode::rdma_write || op == SendOpcode::rdma_read) {
     if (!remote) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
     std::uint64_t total = 0;
     for (const Sge& s : sgl) total += s.length;
@@ -299,6 +304,11 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
 DAT_RETURN ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                         DAT_COMPLETION_FLAGS flags) {
   return post_request(h, n, iov, cookie, nullptr, flags, SendOpcode::send);
+}
+
+DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                             const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags) {
+  return post_request(h, n, iov, cookie, remote, flags, SendOpcode::rdma_read);
 }
 
 DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,

@@ -30,6 +30,7 @@ DAT_DTOS map_op(WcOpcode op) {
   switch (op) {
     case WcOpcode::send: return DAT_DTO_SEND;
     case WcOpcode::rdma_write: return DAT_DTO_RDMA_WRITE;
+    case WcOpcode::rdma_read: return DAT_DTO_RDMA_READ;
     case WcOpcode::recv: return DAT_DTO_RECEIVE;
   }
   return DAT_DTO_SEND;

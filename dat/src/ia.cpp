@@ -15,6 +15,7 @@ constexpr DAT_COUNT kMaxEvds = 4096;
 constexpr DAT_COUNT kMaxEvdQlen = 65536;
 
 const DAT_NAMED_ATTR kProviderAttrs[] = {
+    {"DAT_IB_RDMA_READ", "TRUE"},
     {"DAT_IB_TRANSPORT_MTU", "4096"},
     {"SOFTRNIC_TRANSPORT", "iwarp-udp"},
 };
@@ -83,8 +84,8 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     a->ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ia->addr);
     a->max_eps = static_cast<DAT_COUNT>(l.max_qp);
     a->max_dto_per_ep = static_cast<DAT_COUNT>(l.max_qp_wr);
-    a->max_rdma_read_per_ep_in = 0;
-    a->max_rdma_read_per_ep_out = 0;
+    a->max_rdma_read_per_ep_in = static_cast<DAT_COUNT>(l.max_rd);
+    a->max_rdma_read_per_ep_out = static_cast<DAT_COUNT>(l.max_rd);
     a->max_evds = kMaxEvds;
     a->max_evd_qlen = kMaxEvdQlen;
     a->max_iov_segments_per_dto = static_cast<DAT_COUNT>(l.max_sge);
@@ -99,10 +100,10 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     a->max_srqs = static_cast<DAT_COUNT>(l.max_qp);
     a->max_ep_per_srq = static_cast<DAT_COUNT>(l.max_qp);
     a->max_recv_per_srq = static_cast<DAT_COUNT>(l.max_qp_wr);
-    a->max_iov_segments_per_rdma_read = 0;
+    a->max_iov_segments_per_rdma_read = 1;
     a->max_iov_segments_per_rdma_write = static_cast<DAT_COUNT>(l.max_sge);
-    a->max_rdma_read_in = 0;
-    a->max_rdma_read_out = 0;
+    a->max_rdma_read_in = static_cast<DAT_COUNT>(l.max_rd * l.max_qp);
+    a->max_rdma_read_out = static_cast<DAT_COUNT>(l.max_rd * l.max_qp);
     a->max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
     a->max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
     a->zb_supported = DAT_FALSE;

@@ -146,6 +146,7 @@ void fill(DAT_PROVIDER& p) {
   p.ep_post_send_func = ep_post_send;
   p.ep_post_recv_func = ep_post_recv;
   p.ep_post_rdma_write_func = ep_post_rdma_write;
+  p.ep_post_rdma_read_func = ep_post_rdma_read;
   p.ep_free_func = ep_free;
   p.lmr_create_func = lmr_create;
   p.lmr_query_func = lmr_query;

@@ -200,8 +200,11 @@ class DeviceImpl final : public Device {
     if (init.max_send_wr > limits_.max_qp_wr || init.max_recv_wr > limits_.max_qp_wr || init.max_sge > limits_.max_sge)
       return Status::invalid_param;
     if (qps_.size() >= limits_.max_qp) return Status::insufficient_resources;
+    if (init.ord > limits_.max_rd || init.ird > limits_.max_rd) return Status::invalid_param;
     auto* qp = new Qp;
     qp->init = init;
+    qp->ord = init.ord;
+    qp->ird = init.ird;
     do {
       qp->qpn = next_qpn_++ & 0xFFFFFF;
     } while (qp->qpn == 0 || qps_.count(qp->qpn));
@@ -310,6 +313,8 @@ class DeviceImpl final : public Device {
     qp->conn_id = req->conn_id;
     qp->conn_qual = req->conn_qual;
     qp->rxw.reset(req->init_seq);
+    qp->ord = std::min(qp->init.ord, req->peer_ird);
+    qp->ird = qp->init.ird;
     qp->cm_private.assign(pd.begin(), pd.end());
     qp->cm = CmPhase::accepting;
     qp->state = QpState::rts;
@@ -476,6 +481,7 @@ class DeviceImpl final : public Device {
       total += s.length;
     }
     if (total > limits_.max_msg_size) return Status::length_error;
+    if (wr.opcode == SendOpcode::rdma_read) return post_read(*qp, wr, total);
     const bool write = wr.opcode == SendOpcode::rdma_write;
     const auto op = write ? w::RdmapOpcode::rdma_write
                           : (wr.opcode == SendOpcode::send_solicited ? w::RdmapOpcode::send_se : w::RdmapOpcode::send);
@@ -504,6 +510,43 @@ class DeviceImpl final : public Device {
     return Status::ok;
   }
 
+ private:
+  // An RDMA Read: one Read Request (QN 1, its own MSN) naming our sink (one SGE, local write) and
+  // the peer's source; it completes when the whole Read Response has arrived in stream order.
+  Status post_read(Qp& qp, const SendWr& wr, std::uint64_t total) {
+    if (wr.sgl.size() > 1) return Status::invalid_param;
+    if (qp.reads_out.size() >= qp.ord) return Status::insufficient_resources;  // ORD reached
+    const Sge sink = wr.sgl.empty() ? Sge{} : wr.sgl[0];
+    if (sink.length && mrs_.check(sink.lkey, qp.init.pd, sink.addr, sink.length, Access::local_write) != MrCheck::ok)
+      return Status::protection_violation;
+    std::uint8_t h[sizeof(w::DdpUntaggedHdr)];
+    const std::size_t hl =
+        w::encode_untagged(h, w::RdmapOpcode::read_request, true, w::kQnReadRequest, qp.read_msn++, 0);
+    const w::ReadRequestHdr rr{w::Be32(sink.lkey), w::Be64(sink.addr), w::Be32(static_cast<std::uint32_t>(total)),
+                               w::Be32(wr.rkey), w::Be64(wr.remote_addr)};
+    enqueue_seq(qp, w::FrameType::ddp,
+                {std::span<const std::uint8_t>(h, hl), {reinterpret_cast<const std::uint8_t*>(&rr), sizeof rr}});
+    SendWqe& s = qp.sq.emplace_back(SendWqe{wr.wr_id, WcOpcode::rdma_read, wr.signaled, qp.snd_nxt,
+                                            static_cast<std::uint32_t>(total), nullptr, true, false});
+    qp.reads_out.push_back(ReadOut{sink.lkey, sink.addr, static_cast<std::uint32_t>(total), 0, 0, false, &s});
+    if (total == 0) qp.reads_out.back().seq_seen = false;
+    pump_tx(qp);
+    return Status::ok;
+  }
+
+  // Completes send-queue entries in posting order: a Send or Write when the peer acknowledged its
+  // last frame, an RDMA Read when its whole response has arrived.
+  void complete_sends(Qp& qp) {
+    while (!qp.sq.empty()) {
+      const SendWqe& s = qp.sq.front();
+      if (s.is_read ? !s.read_done : !seq_le(s.end_seq, qp.snd_una)) break;
+      if (s.signaled)
+        push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::success, s.byte_len, &qp, qp.init.context});
+      qp.sq.pop_front();
+    }
+  }
+
+ public:
  private:
   // ---- helpers: receive buffers ----
   Status make_recv(Pd* pd, const RecvWr& wr, RecvWqe& r) {
@@ -697,14 +740,14 @@ class DeviceImpl final : public Device {
 
   void send_cm_raw(NetAddr to, std::uint32_t dst_qpn, std::uint32_t src_qpn, w::CmOp op, std::uint8_t rsv,
                    std::uint64_t conn_qual, std::uint32_t conn_id, std::uint32_t init_seq,
-                   std::span<const std::uint8_t> pd) {
+                   std::span<const std::uint8_t> pd, std::uint32_t ird = 0, std::uint32_t ord = 0) {
     std::vector<std::uint8_t> b(w::kFrameHeaderLen + sizeof(w::CmHdrWire) + pd.size() + w::kFrameTrailerLen);
     w::write_frame_header(b, {w::FrameType::cm, 0, dst_qpn, src_qpn, 0, 0});
     const w::CmHdrWire c{static_cast<std::uint8_t>(op),
                          rsv,
                          w::Be16(static_cast<std::uint16_t>(pd.size())),
-                         w::Be16(0),
-                         w::Be16(0),
+                         w::Be16(static_cast<std::uint16_t>(ird)),
+                         w::Be16(static_cast<std::uint16_t>(ord)),
                          w::Be64(conn_qual),
                          w::Be32(conn_id),
                          w::Be32(init_seq)};
@@ -717,7 +760,8 @@ class DeviceImpl final : public Device {
   void send_cm(Qp& qp, w::CmOp op, std::uint8_t rsv) {
     const bool carries_pd = op == w::CmOp::connect_request || op == w::CmOp::connect_reply;
     send_cm_raw(qp.peer, qp.peer_qpn, qp.qpn, op, rsv, qp.conn_qual, qp.conn_id, qp.snd_nxt,
-                carries_pd ? std::span<const std::uint8_t>(qp.cm_private) : std::span<const std::uint8_t>{});
+                carries_pd ? std::span<const std::uint8_t>(qp.cm_private) : std::span<const std::uint8_t>{},
+                qp.init.ird, qp.init.ord);
   }
 
   void send_reject(const ConnRequest& r, bool no_listener) {
@@ -786,6 +830,9 @@ class DeviceImpl final : public Device {
       push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::flushed, 0, &qp, qp.init.context});
     }
     qp.sq.clear();
+    qp.reads_out.clear();
+    qp.reads_in.clear();
+    qp.responses_end.clear();
     qp.backlog.clear();
     qp.inflight.clear();
     qp.inflight_bytes = 0;
@@ -810,7 +857,7 @@ class DeviceImpl final : public Device {
     qp.peer = {};
     qp.peer_qpn = 0;
     qp.snd_nxt = qp.snd_una = static_cast<std::uint32_t>(rng_());
-    qp.send_msn = qp.recv_msn = 1;
+    qp.send_msn = qp.recv_msn = qp.read_msn = qp.peer_read_msn = 1;
     qp.disc_rx_pending = false;
     qp.rto = cfg_.initial_rto;
     qp.srtt_us = qp.rttvar_us = 0;
@@ -1026,6 +1073,8 @@ class DeviceImpl final : public Device {
   // Completes what the cumulative point now covers: receives in MSN order, then a pending close.
   void stream_advanced(Qp& qp) {
     complete_receives(qp);
+    answer_read_requests(qp);
+    complete_reads(qp);
     if (qp.disc_rx_pending && seq_lt(qp.disc_rx_seq, qp.rxw.next())) {
       qp.disc_rx_pending = false;
       peer_closed(qp);
@@ -1075,12 +1124,8 @@ class DeviceImpl final : public Device {
       qp.inflight.pop_front();
     }
     qp.snd_una = ack;
-    while (!qp.sq.empty() && seq_le(qp.sq.front().end_seq, ack)) {
-      const SendWqe s = std::move(qp.sq.front());
-      qp.sq.pop_front();
-      if (s.signaled)
-        push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::success, s.byte_len, &qp, qp.init.context});
-    }
+    complete_sends(qp);
+    while (!qp.responses_end.empty() && seq_le(qp.responses_end.front(), ack)) qp.responses_end.pop_front();
     if (qp.cm == CmPhase::disconnecting && seq_le(qp.disc_seq, ack)) {
       close_qp(qp, CmEventType::disconnected, "");
       return;
@@ -1150,6 +1195,8 @@ class DeviceImpl final : public Device {
       case w::RdmapOpcode::send:
       case w::RdmapOpcode::send_se: place_untagged(qp, s, seq); return;
       case w::RdmapOpcode::rdma_write: place_tagged(qp, s); return;
+      case w::RdmapOpcode::read_request: queue_read_request(qp, s, seq); return;
+      case w::RdmapOpcode::read_response: place_read_response(qp, s, seq); return;
       case w::RdmapOpcode::terminate: {
         ctr_.terminates_received++;
         std::string reason = "peer sent Terminate";
@@ -1252,15 +1299,109 @@ class DeviceImpl final : public Device {
     if (r.last_seen && r.placed >= r.msg_len) r.done = true;
   }
 
-  void place_tagged(Qp& qp, const w::DdpSegment& s) {
-    Mr* mr = nullptr;
-    const MrCheck c = mrs_.check(s.stag, qp.init.pd, s.to, s.payload.size(), Access::remote_write, &mr);
+  // The peer's Read Request: checked now, answered once it is in stream order (responses then
+  // go out in MSN order, after everything the peer sent before the request).
+  void queue_read_request(Qp& qp, const w::DdpSegment& s, std::uint32_t seq) {
+    w::ReadRequestHdr rr;
+    std::memcpy(&rr, s.ulp_header.data(), sizeof rr);
+    qp.reads_in.push_back(
+        ReadIn{seq, s.msn, rr.sink_stag.get(), rr.src_stag.get(), rr.size.get(), rr.sink_to.get(), rr.src_to.get()});
+    std::sort(qp.reads_in.begin(), qp.reads_in.end(),
+              [](const ReadIn& a, const ReadIn& b) { return seq_lt(a.seq, b.seq); });
+  }
+
+  void answer_read_requests(Qp& qp) {
+    while (qp.state == QpState::rts && !qp.reads_in.empty() && seq_lt(qp.reads_in.front().seq, qp.rxw.next())) {
+      const ReadIn r = qp.reads_in.front();
+      qp.reads_in.pop_front();
+      const auto untagged = static_cast<std::uint8_t>(w::DdpEtype::untagged_buffer);
+      if (r.msn != qp.peer_read_msn) {
+        terminate(qp, w::TermLayer::ddp, untagged, static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_msn_range),
+                  "Read Request MSN " + std::to_string(r.msn) + ", expected " + std::to_string(qp.peer_read_msn));
+        return;
+      }
+      if (qp.responses_end.size() >= qp.ird) {
+        terminate(qp, w::TermLayer::ddp, untagged,
+                  static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_msn_no_buffer),
+                  "more RDMA Reads outstanding than the IRD of " + std::to_string(qp.ird));
+        return;
+      }
+      if (r.size > limits_.max_msg_size) {
+        terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::remote_operation),
+                  static_cast<std::uint8_t>(w::RdmapError::unspecified), "RDMA Read larger than the maximum message");
+        return;
+      }
+      const MrCheck c = mrs_.check(r.src_stag, qp.init.pd, r.src_to, r.size, Access::remote_read);
+      if (c != MrCheck::ok) {
+        tagged_violation(qp, c, /*read=*/true);
+        return;
+      }
+      qp.peer_read_msn++;
+      // The Read Response: tagged segments to the requester's sink, payload straight from the
+      // source region (checked again at each transmission).
+      auto sgl = std::make_shared<const std::vector<Sge>>(1, Sge{r.src_stag, r.src_to, r.size});
+      const std::size_t mss = nd_->max_datagram() - w::kFrameOverhead - sizeof(w::DdpTaggedHdr);
+      std::uint64_t off = 0;
+      do {
+        const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(mss, r.size - off));
+        const bool last = off + len == r.size;
+        std::uint8_t h[sizeof(w::DdpTaggedHdr)];
+        const std::size_t hl = w::encode_tagged(h, w::RdmapOpcode::read_response, last, r.sink_stag, r.sink_to + off);
+        SeqFrame& f = enqueue_seq(qp, w::FrameType::ddp, {std::span<const std::uint8_t>(h, hl)});
+        if (len > 0) {
+          f.sgl = sgl;
+          f.sgl_off = off;
+          f.len = len;
+        }
+        off += len;
+      } while (off < r.size);
+      qp.responses_end.push_back(qp.snd_nxt);
+      pump_tx(qp);
+    }
+  }
+
+  // A segment of the response to one of our RDMA Reads: placed into that read's sink only.
+  void place_read_response(Qp& qp, const w::DdpSegment& s, std::uint32_t seq) {
+    ReadOut* rd = nullptr;
+    for (ReadOut& r : qp.reads_out)
+      if (r.sink_stag == s.stag && s.to >= r.sink_to && s.to + s.payload.size() <= r.sink_to + r.len) rd = &r;
+    if (!rd) {
+      terminate(qp, w::TermLayer::ddp, static_cast<std::uint8_t>(w::DdpEtype::tagged_buffer),
+                static_cast<std::uint8_t>(w::DdpTaggedError::stag_not_associated),
+                "Read Response for no outstanding RDMA Read");
+      return;
+    }
+    if (!s.payload.empty()) {
+      if (mrs_.check(s.stag, qp.init.pd, s.to, s.payload.size(), Access::local_write) != MrCheck::ok) {
+        terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::local_catastrophic),
+                  static_cast<std::uint8_t>(w::RdmapError::catastrophic_local),
+                  "an RDMA Read sink region was freed while the read was outstanding");
+        return;
+      }
+      std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.to)), s.payload.data(), s.payload.size());
+    }
+    rd->placed += s.payload.size();
+    if (!rd->seq_seen || seq_lt(rd->max_seq, seq)) rd->max_seq = seq;
+    rd->seq_seen = true;
+  }
+
+  // Reads complete in order, each once its response is whole and in stream order.
+  void complete_reads(Qp& qp) {
+    bool any = false;
+    while (!qp.reads_out.empty()) {
+      ReadOut& r = qp.reads_out.front();
+      if (!r.seq_seen || r.placed < r.len || !seq_lt(r.max_seq, qp.rxw.next())) break;
+      r.wqe->read_done = true;
+      qp.reads_out.pop_front();
+      any = true;
+    }
+    if (any) complete_sends(qp);
+  }
+
+  void tagged_violation(Qp& qp, MrCheck c, bool read) {
     const auto tagged = static_cast<std::uint8_t>(w::DdpEtype::tagged_buffer);
     switch (c) {
-      case MrCheck::ok:
-        if (!s.payload.empty())
-          std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.to)), s.payload.data(), s.payload.size());
-        return;
+      case MrCheck::ok: return;
       case MrCheck::invalid_stag:
       case MrCheck::key_mismatch:
         terminate(qp, w::TermLayer::ddp, tagged, static_cast<std::uint8_t>(w::DdpTaggedError::invalid_stag),
@@ -1276,9 +1417,20 @@ class DeviceImpl final : public Device {
         return;
       case MrCheck::access_denied:
         terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::remote_protection),
-                  static_cast<std::uint8_t>(w::RdmapError::access_violation), std::string(to_string(c)));
+                  static_cast<std::uint8_t>(w::RdmapError::access_violation),
+                  std::string(to_string(c)) + (read ? " (RDMA Read needs remote read)" : ""));
         return;
     }
+  }
+
+  void place_tagged(Qp& qp, const w::DdpSegment& s) {
+    const MrCheck c = mrs_.check(s.stag, qp.init.pd, s.to, s.payload.size(), Access::remote_write);
+    if (c != MrCheck::ok) {
+      tagged_violation(qp, c, /*read=*/false);
+      return;
+    }
+    if (!s.payload.empty())
+      std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.to)), s.payload.data(), s.payload.size());
   }
 
   void handle_cm(NetAddr from, const w::FrameHeader& h, std::span<const std::uint8_t> body) {
@@ -1323,6 +1475,8 @@ class DeviceImpl final : public Device {
         r->src_qpn = h.src_qpn;
         r->conn_id = conn_id;
         r->init_seq = c.init_seq.get();
+        r->peer_ird = c.ird.get();
+        r->peer_ord = c.ord.get();
         r->conn_qual = c.conn_qual.get();
         reqs_.push_back(r);
         l->second(r, ConnRequestInfo{from, r->conn_qual, std::vector<std::uint8_t>(pd.begin(), pd.end())});
@@ -1338,6 +1492,8 @@ class DeviceImpl final : public Device {
         if (qp.cm == CmPhase::connecting) {
           qp.peer_qpn = h.src_qpn;
           qp.rxw.reset(c.init_seq.get());
+          qp.ord = std::min(qp.init.ord, static_cast<std::uint32_t>(c.ird.get()));  // no more than the peer takes
+          qp.ird = qp.init.ird;
           qp.state = QpState::rts;
           qp.cm = CmPhase::connected;
           send_cm(qp, w::CmOp::ready_to_use, 0);

@@ -66,6 +66,27 @@ struct SendWqe {
   std::uint32_t end_seq = 0;  // sequence number after its last frame
   std::uint32_t byte_len = 0;
   std::shared_ptr<const std::vector<Sge>> sgl;  // holds its regions until completion
+  bool is_read = false;
+  bool read_done = false;  // the whole Read Response has arrived (in stream order)
+};
+
+// An RDMA Read this QP requested: where its response goes.
+struct ReadOut {
+  std::uint32_t sink_stag = 0;
+  std::uint64_t sink_to = 0;
+  std::uint32_t len = 0;
+  std::uint64_t placed = 0;
+  std::uint32_t max_seq = 0;
+  bool seq_seen = false;
+  SendWqe* wqe = nullptr;  // its entry on sq (deque references are stable for push/pop at the ends)
+};
+
+// A Read Request the peer made, waiting for stream order before it is answered.
+struct ReadIn {
+  std::uint32_t seq = 0;
+  std::uint32_t msn = 0;
+  std::uint32_t sink_stag = 0, src_stag = 0, size = 0;
+  std::uint64_t sink_to = 0, src_to = 0;
 };
 
 // A sequenced frame: its headers (frame, DDP, RDMAP) are kept here; its payload stays in the
@@ -126,6 +147,12 @@ struct Qp {
 
   // RDMAP/DDP.
   std::uint32_t send_msn = 1;  // next MSN on QN 0
+  std::uint32_t read_msn = 1;  // next MSN on QN 1 (Read Requests we send)
+  std::uint32_t peer_read_msn = 1;  // next Read Request MSN expected from the peer
+  std::uint32_t ord = 0, ird = 0;   // negotiated at connect
+  std::deque<ReadOut> reads_out;    // our Read Requests without their whole response yet
+  std::deque<ReadIn> reads_in;      // the peer's, not yet in stream order
+  std::deque<std::uint32_t> responses_end;  // end_seq of our responses not yet acknowledged (IRD)
   std::uint32_t recv_msn = 1;  // MSN of rq.front()
   std::deque<RecvWqe> rq;
   std::uint32_t rq_allocated = 0;  // entries of rq holding a buffer
@@ -157,6 +184,7 @@ struct ConnRequest {
   std::uint32_t conn_id = 0;
   std::uint32_t init_seq = 0;
   std::uint64_t conn_qual = 0;
+  std::uint32_t peer_ird = 0, peer_ord = 0;
   ReqPhase phase = ReqPhase::pending;
   std::vector<std::uint8_t> reply_private;
   Clock::time_point decided{};

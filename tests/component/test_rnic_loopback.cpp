@@ -109,6 +109,22 @@ struct Pair : ::testing::Test {
     b.open(static_cast<std::uint16_t>(base + 1));
   }
 
+  // Recreates both QPs with RDMA Read enabled (ORD/IRD per side).
+  void with_reads(std::uint32_t ord_a, std::uint32_t ird_a, std::uint32_t ord_b, std::uint32_t ird_b) {
+    for (Side* s : {&a, &b}) {
+      ASSERT_EQ(s->dev->destroy_qp(s->qp), Status::ok);
+      QpInit init;
+      init.pd = s->pd;
+      init.send_cq = s->scq;
+      init.recv_cq = s->rcq;
+      init.max_sge = 4;
+      init.ord = s == &a ? ord_a : ord_b;
+      init.ird = s == &a ? ird_a : ird_b;
+      init.on_event = [s](Qp*, const CmEvent& ev) { s->sink.on_event(ev); };
+      ASSERT_EQ(s->dev->create_qp(init, s->qp), Status::ok);
+    }
+  }
+
   void connect(const std::vector<std::uint8_t>& req_pd = {}, const std::vector<std::uint8_t>& rep_pd = {}) {
     ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
               Status::ok);
@@ -459,4 +475,59 @@ TEST(RetryLimit, APeerThatStopsAnsweringBreaksTheConnection) {
   EXPECT_EQ(wc.wr_id, 9u);
   EXPECT_EQ(wc.status, WcStatus::flushed) << "the Send is not reported as delivered";
   EXPECT_GE(a->counters().retransmits, 3u);
+}
+
+TEST_F(Pair, RdmaReadFetchesRemoteMemory) {
+  with_reads(2, 2, 2, 2);
+  Mr* rd = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), b.buf.size(), Access::remote_read, rd), Status::ok);
+  connect();
+  for (std::size_t i = 0; i < 300000; ++i) b.buf[i] = static_cast<std::uint8_t>(i * 13 + 1);
+  const Sge sink = a.sge(0, 300000);
+  SendWr wr{77, SendOpcode::rdma_read, {&sink, 1}, b.dev->query_mr(rd).stag, b.addr()};
+  ASSERT_EQ(a.dev->post_send(a.qp, wr), Status::ok);
+  const Sge s2 = a.sge(400000, 10);
+  SendWr wr2{78, SendOpcode::rdma_read, {&s2, 1}, b.dev->query_mr(rd).stag, b.addr(5)};
+  ASSERT_EQ(a.dev->post_send(a.qp, wr2), Status::ok);
+  SendWr wr3{79, SendOpcode::rdma_read, {&s2, 1}, b.dev->query_mr(rd).stag, b.addr(5)};
+  EXPECT_EQ(a.dev->post_send(a.qp, wr3), Status::insufficient_resources) << "ORD 2 reached";
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.wr_id, 77u);
+  EXPECT_EQ(wc.opcode, WcOpcode::rdma_read);
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(wc.byte_len, 300000u);
+  EXPECT_EQ(0, std::memcmp(a.buf.data(), b.buf.data(), 300000));
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.wr_id, 78u);
+  EXPECT_EQ(0, std::memcmp(a.buf.data() + 400000, b.buf.data() + 5, 10));
+}
+
+TEST_F(Pair, RdmaReadWithoutRemoteReadAccessTerminates) {
+  with_reads(2, 2, 2, 2);
+  connect();
+  std::fill(a.buf.begin(), a.buf.begin() + 100, 0xEE);
+  const Sge sink = a.sge(0, 100);
+  // b.mr grants local and remote write, not remote read.
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::rdma_read, {&sink, 1}, b.stag(), b.addr()}), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(b.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::broken);
+  EXPECT_NE(e.reason.find("RDMA Read needs remote read"), std::string::npos) << e.reason;
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::flushed);
+  EXPECT_TRUE(std::all_of(a.buf.begin(), a.buf.begin() + 100, [](std::uint8_t c) { return c == 0xEE; }));
+}
+
+TEST_F(Pair, RdmaReadBeyondTheNegotiatedOrdIsRefused) {
+  // a asks for ORD 4 but b's IRD is 1: a may have one read outstanding.
+  with_reads(4, 4, 4, 1);
+  Mr* rd = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), 4096, Access::remote_read, rd), Status::ok);
+  connect();
+  const Sge sink = a.sge(0, 100);
+  const SendWr wr{1, SendOpcode::rdma_read, {&sink, 1}, b.dev->query_mr(rd).stag, b.addr()};
+  ASSERT_EQ(a.dev->post_send(a.qp, wr), Status::ok);
+  EXPECT_EQ(a.dev->post_send(a.qp, wr), Status::insufficient_resources);
 }

@@ -60,6 +60,7 @@ struct Limits {
   std::uint32_t max_msg_size = 1u << 30;
   std::uint32_t max_private_data = 256;
   std::uint32_t max_pd = 4096;
+  std::uint32_t max_rd = 16;  // RDMA Reads outstanding per QP, each way (ORD and IRD)
 };
 
 // How an SRQ QP takes buffers for messages that arrive ahead of earlier ones (DESIGN.md).
@@ -93,7 +94,7 @@ struct Sge {
   std::uint32_t length = 0;
 };
 
-enum class WcOpcode : std::uint8_t { send, rdma_write, recv };
+enum class WcOpcode : std::uint8_t { send, rdma_write, rdma_read, recv };
 enum class WcStatus : std::uint8_t {
   success,
   flushed,
@@ -115,7 +116,8 @@ struct Wc {
   Srq* srq = nullptr;  // the buffer came from this SRQ (the consumer reports reaping it)
 };
 
-enum class SendOpcode : std::uint8_t { send, send_solicited, rdma_write };
+// rdma_read: sgl (one SGE) is the local sink, rkey/remote_addr the remote source.
+enum class SendOpcode : std::uint8_t { send, send_solicited, rdma_write, rdma_read };
 struct SendWr {
   std::uint64_t wr_id = 0;
   SendOpcode opcode = SendOpcode::send;
@@ -161,6 +163,8 @@ struct QpInit {
   void* context = nullptr;                            // returned in Wc::qp_context
   std::function<void(Qp*, const CmEvent&)> on_event;  // connection events
   Srq* srq = nullptr;                                 // receives come from this SRQ
+  std::uint32_t ord = 0;  // RDMA Reads this QP may have outstanding (negotiated down at connect)
+  std::uint32_t ird = 0;  // RDMA Reads it accepts from the peer at once
   std::optional<AllocPolicy> alloc_policy;            // default: the device's
   std::function<void(Qp*)> on_soft_watermark;         // allocated buffers exceeded the soft watermark
 };
