@@ -291,8 +291,7 @@ TEST(DatApi, BadInputGetsAClearReturn) {
   // Unimplemented calls say so.
   DAT_RMR_HANDLE rmr;
   EXPECT_EQ(type_of(dat_rmr_create(ia.pz, &rmr)), DAT_NOT_IMPLEMENTED);
-  DAT_LMR_TRIPLET seg = a.iov(0, 8);
-  EXPECT_EQ(type_of(dat_ep_post_rdma_read(a.ep, 1, &seg, c, &r, DAT_COMPLETION_DEFAULT_FLAG)), DAT_NOT_IMPLEMENTED);
+  EXPECT_EQ(type_of(dat_evd_resize(a.req, 128)), DAT_NOT_IMPLEMENTED);
 }
 
 TEST(DatApi, GracefulCloseRefusedWhileObjectsLive) {
