@@ -34,6 +34,10 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd, DAT_TIMEOUT timeout, DAT_COUNT threshold
 DAT_RETURN evd_dequeue(DAT_EVD_HANDLE evd, DAT_EVENT* ev);
 DAT_RETURN evd_free(DAT_EVD_HANDLE evd);
 DAT_RETURN evd_enable(DAT_EVD_HANDLE evd);
+DAT_RETURN evd_set_unwaitable(DAT_EVD_HANDLE evd);
+DAT_RETURN evd_clear_unwaitable(DAT_EVD_HANDLE evd);
+DAT_RETURN evd_resize(DAT_EVD_HANDLE evd, DAT_COUNT qlen);
+DAT_RETURN evd_modify_cno(DAT_EVD_HANDLE evd, DAT_CNO_HANDLE cno);
 DAT_RETURN evd_disable(DAT_EVD_HANDLE evd);
 DAT_RETURN evd_post_se(DAT_EVD_HANDLE evd, const DAT_EVENT* ev);
 DAT_RETURN cno_create(DAT_IA_HANDLE ia, DAT_OS_WAIT_PROXY_AGENT agent, DAT_CNO_HANDLE* cno);
@@ -60,6 +64,11 @@ DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov
 DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                               const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags);
 DAT_RETURN ep_free(DAT_EP_HANDLE ep);
+DAT_RETURN ep_get_status(DAT_EP_HANDLE ep, DAT_EP_STATE* state, DAT_BOOLEAN* recv_idle, DAT_BOOLEAN* req_idle);
+DAT_RETURN ep_reset(DAT_EP_HANDLE ep);
+DAT_RETURN lmr_sync_rdma(DAT_IA_HANDLE ia, const DAT_LMR_TRIPLET* segments, DAT_VLEN n);
+DAT_RETURN psp_create_any(DAT_IA_HANDLE ia, DAT_CONN_QUAL* qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags,
+                          DAT_PSP_HANDLE* psp);
 void free_ep(Ep* ep);
 void on_cm_event(Ep* ep, const CmEvent& ev);
 

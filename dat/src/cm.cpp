@@ -52,6 +52,20 @@ DAT_RETURN psp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd_h,
   return DAT_SUCCESS;
 }
 
+// A PSP on a free conn_qual of the range reserved for it.
+DAT_RETURN psp_create_any(DAT_IA_HANDLE h, DAT_CONN_QUAL* qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags,
+                          DAT_PSP_HANDLE* out) {
+  if (!qual) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  constexpr DAT_CONN_QUAL kFirst = 0x10000, kCount = 0x10000;
+  for (DAT_CONN_QUAL q = kFirst; q < kFirst + kCount; ++q) {
+    const DAT_RETURN r = psp_create(h, q, evd, flags, out);
+    if (DAT_GET_TYPE(r) == DAT_CONN_QUAL_IN_USE) continue;
+    if (r == DAT_SUCCESS) *qual = q;
+    return r;
+  }
+  return err(DAT_CONN_QUAL_UNAVAILABLE);
+}
+
 DAT_RETURN psp_query(DAT_PSP_HANDLE h, DAT_PSP_PARAM_MASK, DAT_PSP_PARAM* p) {
   std::lock_guard lk(api_mutex());
   Psp* psp = get<Psp>(h, Kind::psp);

@@ -165,6 +165,12 @@ DAT_RETURN create_ep(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h,
   pz->users++;
   recv->ep_refs++;
   req->ep_refs++;
+  // Consumer-controlled notification makes threshold 1 mandatory on that EVD (dat_evd_wait).
+  ep->notify_recv =
+      (a.recv_completion_flags & (DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG)) != 0;
+  ep->notify_req = (a.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG) != 0;
+  if (ep->notify_recv) recv->notify_refs++;
+  if (ep->notify_req) req->notify_refs++;
   if (conn) conn->ep_refs++;
   if (so) so->ep_refs++;
   *out = ep;
@@ -316,11 +322,37 @@ DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov
   return post_request(h, n, iov, cookie, remote, flags, SendOpcode::rdma_write);
 }
 
+DAT_RETURN ep_get_status(DAT_EP_HANDLE h, DAT_EP_STATE* state, DAT_BOOLEAN* recv_idle, DAT_BOOLEAN* req_idle) {
+  std::lock_guard lk(api_mutex());
+  Ep* ep = live_ep(h);
+  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  const auto [rx, tx] = ep->ia->dev->qp_idle(ep->qp);
+  if (state) *state = ep->state;
+  if (recv_idle) *recv_idle = rx ? DAT_TRUE : DAT_FALSE;
+  if (req_idle) *req_idle = tx ? DAT_TRUE : DAT_FALSE;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_reset(DAT_EP_HANDLE h) {
+  std::lock_guard lk(api_mutex());
+  Ep* ep = live_ep(h);
+  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  const DAT_EP_STATE st = ep->state;
+  if (st != DAT_EP_STATE_DISCONNECTED && st != DAT_EP_STATE_UNCONNECTED)
+    return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+  if (ep->ia->dev->reset_qp(ep->qp) != Status::ok) return err(DAT_INVALID_STATE);
+  ep->state = DAT_EP_STATE_UNCONNECTED;
+  ep->conn_private.clear();
+  return DAT_SUCCESS;
+}
+
 void free_ep(Ep* ep) {
   ep->ia->dev->destroy_qp(ep->qp);
   ep->pz->users--;
   ep->recv_evd->ep_refs--;
   ep->req_evd->ep_refs--;
+  if (ep->notify_recv) ep->recv_evd->notify_refs--;
+  if (ep->notify_req) ep->req_evd->notify_refs--;
   if (ep->conn_evd) ep->conn_evd->ep_refs--;
   if (ep->srq) ep->srq->ep_refs--;
   destroy(ep);

@@ -150,6 +150,8 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
     softrnic::Srq* reaped = nullptr;
     {
       std::lock_guard el(evd->mu);
+      // A blocked waiter owns the EVD.
+      if (evd->waiter) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
       drain(*evd);
       if (!evd->q.empty()) {
         reaped = take_front(*evd, ev);
@@ -175,6 +177,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
     if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
     if (!ev || !nmore) return err(DAT_INVALID_PARAMETER, !ev ? DAT_INVALID_ARG4 : DAT_INVALID_ARG5);
     if (threshold < 1 || threshold > evd->qlen) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (threshold > 1 && evd->notify_refs > 0) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_CONFIG_THRESHOLD);
     std::lock_guard el(evd->mu);
     if (!evd->waitable) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
     if (evd->waiter) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
@@ -187,8 +190,13 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
   softrnic::Srq* reaped = nullptr;
   for (;;) {
     drain(*evd);
-    if (evd->dead || !evd->waitable) {
+    if (evd->dead) {  // freed, or its IA closed, under the waiter
       ret = err(DAT_ABORT);
+      *nmore = static_cast<DAT_COUNT>(evd->q.size());
+      break;
+    }
+    if (!evd->waitable) {  // dat_evd_set_unwaitable under the waiter
+      ret = err(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
       *nmore = static_cast<DAT_COUNT>(evd->q.size());
       break;
     }
@@ -237,6 +245,53 @@ DAT_RETURN evd_free(DAT_EVD_HANDLE h) {
     if (o->kind == Kind::psp && static_cast<Psp*>(o)->evd == evd)
       return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
   free_evd(evd);
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN evd_set_unwaitable(DAT_EVD_HANDLE h) {
+  std::lock_guard lk(api_mutex());
+  Evd* evd = get<Evd>(h, Kind::evd);
+  if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+  {
+    std::lock_guard el(evd->mu);
+    evd->waitable = false;
+  }
+  evd->cv.notify_all();  // a waiter returns DAT_INVALID_STATE
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN evd_clear_unwaitable(DAT_EVD_HANDLE h) {
+  std::lock_guard lk(api_mutex());
+  Evd* evd = get<Evd>(h, Kind::evd);
+  if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+  std::lock_guard el(evd->mu);
+  evd->waitable = true;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN evd_resize(DAT_EVD_HANDLE h, DAT_COUNT qlen) {
+  std::lock_guard lk(api_mutex());
+  Evd* evd = get<Evd>(h, Kind::evd);
+  if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+  if (qlen < 1 || qlen > kMaxQlen) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  std::lock_guard el(evd->mu);
+  drain(*evd);
+  if (static_cast<std::size_t>(qlen) < evd->q.size()) return err(DAT_INVALID_STATE);  // would drop events
+  evd->qlen = qlen;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN evd_modify_cno(DAT_EVD_HANDLE h, DAT_CNO_HANDLE cno_h) {
+  std::lock_guard lk(api_mutex());
+  Evd* evd = get<Evd>(h, Kind::evd);
+  if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+  Cno* cno = nullptr;
+  if (cno_h != DAT_HANDLE_NULL) {
+    cno = get<Cno>(cno_h, Kind::cno);
+    if (!cno || cno->ia != evd->ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+    cno->evd_refs++;
+  }
+  if (Cno* old = evd->cno.exchange(cno)) old->evd_refs--;
   return DAT_SUCCESS;
 }
 

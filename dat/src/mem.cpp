@@ -95,6 +95,27 @@ DAT_RETURN lmr_query(DAT_LMR_HANDLE h, DAT_LMR_PARAM_MASK, DAT_LMR_PARAM* p) {
   return DAT_SUCCESS;
 }
 
+// The RNIC and the consumer share coherent memory: there is nothing to flush, but the segments
+// must name live LMRs of this IA (checked through the registry, never by dereferencing).
+DAT_RETURN lmr_sync_rdma(DAT_IA_HANDLE h, const DAT_LMR_TRIPLET* seg, DAT_VLEN n) {
+  std::lock_guard lk(api_mutex());
+  Ia* ia = get<Ia>(h, Kind::ia);
+  if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+  if (n > 0 && !seg) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  for (DAT_VLEN i = 0; i < n; ++i) {
+    bool found = false;
+    for (Obj* o : children_of(ia)) {
+      if (o->kind != Kind::lmr) continue;
+      const DAT_LMR_PARAM& p = static_cast<Lmr*>(o)->param;
+      if (p.lmr_context == seg[i].lmr_context && seg[i].virtual_address >= p.registered_address &&
+          seg[i].virtual_address + seg[i].segment_length <= p.registered_address + p.registered_size)
+        found = true;
+    }
+    if (!found) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  }
+  return DAT_SUCCESS;
+}
+
 void free_lmr(Lmr* lmr) {
   lmr->ia->dev->dereg_mr(lmr->mr);
   lmr->pz->users--;

@@ -135,6 +135,8 @@ struct Evd : Obj {
   bool waitable = true;
   std::atomic<int> ep_refs{0};
   std::atomic<std::uint64_t> overflows{0};
+  // EPs whose completion configuration (unsignalled / solicited wait) makes threshold 1 mandatory.
+  std::atomic<int> notify_refs{0};
 
   // Queues a non-DTO event (any thread) and wakes a waiter or triggers the CNO.
   void post(const DAT_EVENT& ev);
@@ -163,6 +165,7 @@ struct Ep : Obj {
   sockaddr_in remote{};
   DAT_CONN_QUAL remote_qual = 0;
   std::vector<std::uint8_t> conn_private;  // private data of the last connection event
+  bool notify_recv = false, notify_req = false;  // unsignalled / solicited-wait configurations
 };
 
 struct Psp : Obj {

@@ -134,6 +134,10 @@ void fill(DAT_PROVIDER& p) {
   p.evd_create_func = evd_create;
   p.evd_query_func = evd_query;
   p.evd_enable_func = evd_enable;
+  p.evd_set_unwaitable_func = evd_set_unwaitable;
+  p.evd_clear_unwaitable_func = evd_clear_unwaitable;
+  p.evd_resize_func = evd_resize;
+  p.evd_modify_cno_func = evd_modify_cno;
   p.evd_disable_func = evd_disable;
   p.evd_wait_func = evd_wait;
   p.evd_post_se_func = evd_post_se;
@@ -148,6 +152,11 @@ void fill(DAT_PROVIDER& p) {
   p.ep_post_rdma_write_func = ep_post_rdma_write;
   p.ep_post_rdma_read_func = ep_post_rdma_read;
   p.ep_free_func = ep_free;
+  p.ep_get_status_func = ep_get_status;
+  p.ep_reset_func = ep_reset;
+  p.lmr_sync_rdma_read_func = lmr_sync_rdma;
+  p.lmr_sync_rdma_write_func = lmr_sync_rdma;
+  p.psp_create_any_func = psp_create_any;
   p.lmr_create_func = lmr_create;
   p.lmr_query_func = lmr_query;
   p.lmr_free_func = lmr_free;

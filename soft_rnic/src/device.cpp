@@ -250,6 +250,18 @@ class DeviceImpl final : public Device {
     std::lock_guard lk(mu_);
     return qp->ctr;
   }
+  std::pair<bool, bool> qp_idle(const Qp* qp) const override {
+    std::lock_guard lk(mu_);
+    return {qp->rq_allocated == 0, qp->sq.empty()};
+  }
+
+  Status reset_qp(Qp* qp) override {
+    std::lock_guard lk(mu_);
+    if (qp->cm != CmPhase::none && qp->cm != CmPhase::closed) return Status::invalid_state;
+    reset_qp(*qp);
+    return Status::ok;
+  }
+
   NetAddr qp_peer(const Qp* qp) const override {
     std::lock_guard lk(mu_);
     return qp->peer;

@@ -5,8 +5,11 @@
 #include <dat2/udat.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -291,7 +294,6 @@ TEST(DatApi, BadInputGetsAClearReturn) {
   // Unimplemented calls say so.
   DAT_RMR_HANDLE rmr;
   EXPECT_EQ(type_of(dat_rmr_create(ia.pz, &rmr)), DAT_NOT_IMPLEMENTED);
-  EXPECT_EQ(type_of(dat_evd_resize(a.req, 128)), DAT_NOT_IMPLEMENTED);
 }
 
 TEST(DatApi, GracefulCloseRefusedWhileObjectsLive) {
@@ -442,4 +444,166 @@ TEST(DatApi, SrqCountsWatermarksAndBrokenEvent) {
   ASSERT_EQ(dat_ep_free(b.ep), DAT_SUCCESS);
   b.ep = DAT_HANDLE_NULL;
   EXPECT_EQ(dat_srq_free(srq), DAT_SUCCESS);
+}
+
+namespace {
+
+DAT_EVENT software_event(void* p) {
+  DAT_EVENT se;
+  std::memset(&se, 0, sizeof se);
+  se.event_number = DAT_SOFTWARE_EVENT;
+  se.event_data.software_event_data.pointer = p;
+  return se;
+}
+
+}  // namespace
+
+TEST(DatEvdWait, ThresholdTimeoutAndNmore) {
+  Ia ia;
+  DAT_EVD_HANDLE evd;
+  ASSERT_EQ(dat_evd_create(ia.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_SUCCESS);
+  int x = 0;
+  DAT_EVENT se = software_event(&x);
+  ASSERT_EQ(dat_evd_post_se(evd, &se), DAT_SUCCESS);
+  DAT_EVENT ev;
+  DAT_COUNT nmore = -1;
+  EXPECT_EQ(type_of(dat_evd_wait(evd, 2000, 2, &ev, &nmore)), DAT_TIMEOUT_EXPIRED);
+  EXPECT_EQ(nmore, 1) << "defined on timeout: the events waiting";
+  ASSERT_EQ(dat_evd_post_se(evd, &se), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_wait(evd, kWait, 2, &ev, &nmore), DAT_SUCCESS);
+  EXPECT_EQ(nmore, 1) << "at least threshold - 1";
+  EXPECT_EQ(ev.event_number, DAT_SOFTWARE_EVENT);
+  EXPECT_EQ(type_of(dat_evd_wait(evd, kWait, 5, &ev, &nmore)), DAT_INVALID_PARAMETER) << "threshold above qlen";
+  EXPECT_EQ(type_of(dat_evd_wait(evd, kWait, -1, &ev, &nmore)), DAT_INVALID_PARAMETER);
+  EXPECT_EQ(type_of(dat_evd_resize(evd, 0)), DAT_INVALID_PARAMETER);
+  ASSERT_EQ(dat_evd_resize(evd, 8), DAT_SUCCESS);
+  DAT_EVD_PARAM p;
+  ASSERT_EQ(dat_evd_query(evd, DAT_EVD_FIELD_ALL, &p), DAT_SUCCESS);
+  EXPECT_EQ(p.evd_qlen, 8);
+  EXPECT_EQ(dat_evd_wait(evd, kWait, 1, &ev, &nmore), DAT_SUCCESS);
+  EXPECT_EQ(nmore, 0);
+}
+
+TEST(DatEvdWait, OneWaiterAtATimeAndUnwaitable) {
+  Ia ia;
+  DAT_EVD_HANDLE evd;
+  ASSERT_EQ(dat_evd_create(ia.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_SUCCESS);
+  std::atomic<DAT_RETURN> first{0xFFFFFFFF};
+  std::thread t([&] {
+    DAT_EVENT ev;
+    DAT_COUNT nmore;
+    first = dat_evd_wait(evd, DAT_TIMEOUT_INFINITE, 1, &ev, &nmore);
+  });
+  // Wait until the thread blocks (a dequeue is refused while a waiter owns the EVD).
+  DAT_EVENT ev;
+  DAT_COUNT nmore;
+  DAT_RETURN probe = DAT_SUCCESS;
+  for (int i = 0; i < 5000; ++i) {
+    probe = dat_evd_dequeue(evd, &ev);
+    if (DAT_GET_TYPE(probe) == DAT_INVALID_STATE) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(type_of(probe), DAT_INVALID_STATE) << "a blocked waiter owns the EVD";
+  EXPECT_EQ(type_of(dat_evd_wait(evd, 1000, 1, &ev, &nmore)), DAT_INVALID_STATE) << "one waiter at a time";
+  ASSERT_EQ(dat_evd_set_unwaitable(evd), DAT_SUCCESS);
+  t.join();
+  EXPECT_EQ(type_of(first.load()), DAT_INVALID_STATE) << "set_unwaitable releases the waiter";
+  EXPECT_EQ(type_of(dat_evd_wait(evd, 1000, 1, &ev, &nmore)), DAT_INVALID_STATE) << "unwaitable";
+  ASSERT_EQ(dat_evd_clear_unwaitable(evd), DAT_SUCCESS);
+  EXPECT_EQ(type_of(dat_evd_wait(evd, 1000, 1, &ev, &nmore)), DAT_TIMEOUT_EXPIRED);
+}
+
+TEST(DatEvdWait, AbortWhenTheEvdGoesAway) {
+  Ia ia;
+  DAT_EVD_HANDLE evd;
+  ASSERT_EQ(dat_evd_create(ia.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_SUCCESS);
+  std::atomic<DAT_RETURN> r{0xFFFFFFFF};
+  std::atomic<bool> started{false};
+  std::thread t([&] {
+    DAT_EVENT ev;
+    DAT_COUNT nmore;
+    started = true;
+    r = dat_evd_wait(evd, DAT_TIMEOUT_INFINITE, 1, &ev, &nmore);
+  });
+  while (!started) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(dat_evd_free(evd), DAT_SUCCESS);
+  t.join();
+  EXPECT_EQ(type_of(r.load()), DAT_ABORT);
+}
+
+TEST(DatEvdWait, CnoNotTriggeredWhileAWaiterBlocks) {
+  Ia ia;
+  DAT_CNO_HANDLE cno;
+  ASSERT_EQ(dat_cno_create(ia.ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno), DAT_SUCCESS);
+  DAT_EVD_HANDLE evd;
+  ASSERT_EQ(dat_evd_create(ia.ia, 4, cno, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_SUCCESS);
+  std::atomic<DAT_RETURN> r{0xFFFFFFFF};
+  std::thread t([&] {
+    DAT_EVENT ev;
+    DAT_COUNT nmore;
+    r = dat_evd_wait(evd, kWait, 1, &ev, &nmore);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  int x = 0;
+  DAT_EVENT se = software_event(&x);
+  ASSERT_EQ(dat_evd_post_se(evd, &se), DAT_SUCCESS);
+  t.join();
+  EXPECT_EQ(r.load(), DAT_SUCCESS);
+  DAT_EVD_HANDLE which;
+  EXPECT_EQ(type_of(dat_cno_wait(cno, 1000, &which)), DAT_TIMEOUT_EXPIRED) << "the waiter took it, not the CNO";
+  ASSERT_EQ(dat_evd_modify_cno(evd, DAT_HANDLE_NULL), DAT_SUCCESS);
+  EXPECT_EQ(dat_cno_free(cno), DAT_SUCCESS) << "no EVD uses it any more";
+  ASSERT_EQ(dat_evd_free(evd), DAT_SUCCESS);
+}
+
+TEST(DatEvdWait, ThresholdOneForConsumerControlledNotification) {
+  Ia ia;
+  End a;
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &a.req), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &a.rcv), DAT_SUCCESS);
+  DAT_EP_ATTR attr{};
+  attr.service_type = DAT_SERVICE_TYPE_RC;
+  attr.recv_completion_flags = DAT_COMPLETION_SOLICITED_WAIT_FLAG;
+  ASSERT_EQ(dat_ep_create(ia.ia, ia.pz, a.rcv, a.req, DAT_HANDLE_NULL, &attr, &a.ep), DAT_SUCCESS);
+  DAT_EVENT ev;
+  DAT_COUNT nmore;
+  EXPECT_EQ(type_of(dat_evd_wait(a.rcv, 1000, 2, &ev, &nmore)), DAT_INVALID_STATE);
+  EXPECT_EQ(type_of(dat_evd_wait(a.rcv, 1000, 1, &ev, &nmore)), DAT_TIMEOUT_EXPIRED);
+  EXPECT_EQ(type_of(dat_evd_wait(a.req, 1000, 2, &ev, &nmore)), DAT_TIMEOUT_EXPIRED) << "requests not configured so";
+  DAT_EP_STATE st;
+  DAT_BOOLEAN rx, tx;
+  ASSERT_EQ(dat_ep_get_status(a.ep, &st, &rx, &tx), DAT_SUCCESS);
+  EXPECT_EQ(st, DAT_EP_STATE_UNCONNECTED);
+  EXPECT_EQ(rx, DAT_TRUE);
+  EXPECT_EQ(tx, DAT_TRUE);
+}
+
+TEST(DatApi, ResetPspAnyAndLmrSync) {
+  Ia ia;
+  End a, b;
+  a.make(ia);
+  b.make(ia);
+  DAT_PSP_HANDLE psp;
+  DAT_EVD_HANDLE cr_evd;
+  connect(ia, a, b, psp, cr_evd);
+  EXPECT_EQ(type_of(dat_ep_reset(a.ep)), DAT_INVALID_STATE) << "connected";
+  ASSERT_EQ(dat_ep_disconnect(a.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+  EXPECT_EQ(wait_event(a.conn).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
+  ASSERT_EQ(dat_ep_reset(a.ep), DAT_SUCCESS);
+  DAT_EP_STATE st;
+  ASSERT_EQ(dat_ep_get_status(a.ep, &st, nullptr, nullptr), DAT_SUCCESS);
+  EXPECT_EQ(st, DAT_EP_STATE_UNCONNECTED);
+  DAT_CONN_QUAL q = 0;
+  DAT_PSP_HANDLE any;
+  ASSERT_EQ(dat_psp_create_any(ia.ia, &q, cr_evd, DAT_PSP_CONSUMER_FLAG, &any), DAT_SUCCESS);
+  EXPECT_NE(q, kQual);
+  DAT_PSP_PARAM pp;
+  ASSERT_EQ(dat_psp_query(any, DAT_PSP_FIELD_ALL, &pp), DAT_SUCCESS);
+  EXPECT_EQ(pp.conn_qual, q);
+  DAT_LMR_TRIPLET ok = a.iov(0, 100), bad = a.iov(0, 100);
+  bad.lmr_context ^= 0x77;
+  EXPECT_EQ(dat_lmr_sync_rdma_read(ia.ia, &ok, 1), DAT_SUCCESS);
+  EXPECT_EQ(dat_lmr_sync_rdma_write(ia.ia, &ok, 1), DAT_SUCCESS);
+  EXPECT_EQ(type_of(dat_lmr_sync_rdma_write(ia.ia, &bad, 1)), DAT_INVALID_PARAMETER);
 }

@@ -163,10 +163,10 @@ struct QpInit {
   void* context = nullptr;                            // returned in Wc::qp_context
   std::function<void(Qp*, const CmEvent&)> on_event;  // connection events
   Srq* srq = nullptr;                                 // receives come from this SRQ
-  std::uint32_t ord = 0;  // RDMA Reads this QP may have outstanding (negotiated down at connect)
-  std::uint32_t ird = 0;  // RDMA Reads it accepts from the peer at once
-  std::optional<AllocPolicy> alloc_policy;            // default: the device's
-  std::function<void(Qp*)> on_soft_watermark;         // allocated buffers exceeded the soft watermark
+  std::uint32_t ord = 0;                       // RDMA Reads this QP may have outstanding (negotiated down at connect)
+  std::uint32_t ird = 0;                       // RDMA Reads it accepts from the peer at once
+  std::optional<AllocPolicy> alloc_policy;     // default: the device's
+  std::function<void(Qp*)> on_soft_watermark;  // allocated buffers exceeded the soft watermark
 };
 
 struct ConnRequestInfo {
@@ -250,6 +250,10 @@ class Device {
   virtual Status modify_qp(Qp* qp, QpState to) = 0;
   virtual QpCounters qp_counters(const Qp* qp) const = 0;
   virtual NetAddr qp_peer(const Qp* qp) const = 0;
+  // Whether no receive / no send-queue work request is outstanding.
+  virtual std::pair<bool, bool> qp_idle(const Qp* qp) const = 0;
+  // Makes a QP whose connection ended (or never began) ready for a new one; flushes what is left.
+  virtual Status reset_qp(Qp* qp) = 0;
 
   virtual Status connect(Qp* qp, NetAddr remote, std::uint64_t conn_qual, std::span<const std::uint8_t> private_data,
                          std::chrono::milliseconds timeout) = 0;
