@@ -39,7 +39,7 @@ TEST(ProviderTable, EverySlotIsSet) {
   const std::size_t n = (sizeof(DAT_PROVIDER) - offsetof(DAT_PROVIDER, ia_open_func)) / sizeof(void*);
   EXPECT_EQ(n, 79u) << "udat_redirection.h of DAT 2.0 has 79 function slots";
   for (std::size_t i = 0; i < n; ++i) EXPECT_NE(slots[i], nullptr) << "slot " << i;
-  EXPECT_EQ(DAT_GET_TYPE(g_table->evd_resize_func(nullptr, 1)), DAT_NOT_IMPLEMENTED);
+  EXPECT_EQ(DAT_GET_TYPE(g_table->cno_trigger_func(nullptr, nullptr)), DAT_NOT_IMPLEMENTED);
   EXPECT_EQ(DAT_GET_TYPE(g_table->ep_dup_connect_func(nullptr, nullptr, 0, 0, nullptr, DAT_QOS_BEST_EFFORT)),
             DAT_NOT_IMPLEMENTED);
 }
