@@ -81,6 +81,14 @@ DAT_RETURN cr_query(DAT_CR_HANDLE cr, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM* p);
 DAT_RETURN cr_accept(DAT_CR_HANDLE cr, DAT_EP_HANDLE ep, DAT_COUNT pd_size, const DAT_PVOID pd);
 DAT_RETURN cr_reject(DAT_CR_HANDLE cr, DAT_COUNT pd_size, const DAT_PVOID pd);
 void free_psp(Psp* psp);
+DAT_RETURN rsp_create(DAT_IA_HANDLE ia, DAT_CONN_QUAL qual, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_RSP_HANDLE* rsp);
+DAT_RETURN rsp_query(DAT_RSP_HANDLE rsp, DAT_RSP_PARAM_MASK mask, DAT_RSP_PARAM* p);
+DAT_RETURN rsp_free(DAT_RSP_HANDLE rsp);
+void free_rsp(Rsp* rsp);
+DAT_RETURN rmr_create(DAT_PZ_HANDLE pz, DAT_RMR_HANDLE* rmr);
+DAT_RETURN rmr_query(DAT_RMR_HANDLE rmr, DAT_RMR_PARAM_MASK mask, DAT_RMR_PARAM* p);
+DAT_RETURN rmr_free(DAT_RMR_HANDLE rmr);
+void free_rmr(Rmr* rmr);
 void free_cr(Cr* cr);
 
 // srq.cpp
@@ -93,8 +101,7 @@ DAT_RETURN srq_free(DAT_SRQ_HANDLE srq);
 DAT_RETURN ep_recv_query(DAT_EP_HANDLE ep, DAT_COUNT* nbufs_allocated, DAT_COUNT* bufs_alloc_span);
 DAT_RETURN ep_set_watermark(DAT_EP_HANDLE ep, DAT_COUNT soft, DAT_COUNT hard);
 DAT_RETURN ep_create_with_srq(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE req_evd,
-                              DAT_EVD_HANDLE conn_evd, DAT_SRQ_HANDLE srq, const DAT_EP_ATTR* attr,
-                              DAT_EP_HANDLE* ep);
+                              DAT_EVD_HANDLE conn_evd, DAT_SRQ_HANDLE srq, const DAT_EP_ATTR* attr, DAT_EP_HANDLE* ep);
 void free_srq(SrqObj* srq);
 // Queues an asynchronous event on the IA's async EVD (if it has one).
 void post_async(Ia* ia, DAT_EVENT_NUMBER number, DAT_HANDLE handle, DAT_COUNT reason);

@@ -6,6 +6,34 @@
 #include "api.hpp"
 
 namespace softrnic::dat {
+namespace {
+
+// A connection request for a service point (progress thread, device lock held): a CR object and
+// its event on the service point's EVD.
+void connection_request(Ia* ia, Evd* evd, DAT_SP_HANDLE sp, Ep* local_ep, ConnRequest* req,
+                        const ConnRequestInfo& info) {
+  Cr* cr = make<Cr>(ia, ia->provider);
+  cr->req = req;
+  cr->local_ep = local_ep;
+  cr->qual = info.conn_qual;
+  cr->remote.sin_family = AF_INET;
+  cr->remote.sin_addr.s_addr = htonl(info.remote.ip);
+  cr->remote.sin_port = htons(info.remote.port);
+  cr->private_data = info.private_data;
+  DAT_EVENT e;
+  std::memset(&e, 0, sizeof e);
+  e.event_number = DAT_CONNECTION_REQUEST_EVENT;
+  e.evd_handle = evd;
+  auto& d = e.event_data.cr_arrival_event_data;
+  d.sp_handle = sp;
+  d.local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ia->addr);
+  d.conn_qual = info.conn_qual;
+  d.cr_handle = cr;
+  d.truncate_flag = DAT_FALSE;
+  evd->post(e);
+}
+
+}  // namespace
 
 DAT_RETURN psp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd_h, DAT_PSP_FLAGS flags,
                       DAT_PSP_HANDLE* out) {
@@ -15,34 +43,18 @@ DAT_RETURN psp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd_h,
   Evd* evd = get<Evd>(evd_h, Kind::evd);
   if (!evd || evd->ia != ia || !(evd->flags & DAT_EVD_CR_FLAG))
     return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
-  if (flags != DAT_PSP_CONSUMER_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);  // ep_creator is NEVER
+  // ep_creator is DAT_PSP_CREATES_EP_NEVER: provider-created EPs are not supported.
+  if (flags == DAT_PSP_PROVIDER_FLAG) return err(DAT_MODEL_NOT_SUPPORTED);
+  if (flags != DAT_PSP_CONSUMER_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
   Psp* psp = make<Psp>(ia, ia->provider);
   psp->qual = qual;
   psp->evd = evd;
   psp->flags = flags;
   const Status s = ia->dev->listen(qual, [psp](ConnRequest* req, const ConnRequestInfo& info) {
-    // Progress thread, device lock held.
-    Ia* owner = psp->ia;
-    Cr* cr = make<Cr>(owner, owner->provider);
-    cr->req = req;
-    cr->psp = psp;
-    cr->qual = info.conn_qual;
-    cr->remote.sin_family = AF_INET;
-    cr->remote.sin_addr.s_addr = htonl(info.remote.ip);
-    cr->remote.sin_port = htons(info.remote.port);
-    cr->private_data = info.private_data;
-    DAT_EVENT e;
-    std::memset(&e, 0, sizeof e);
-    e.event_number = DAT_CONNECTION_REQUEST_EVENT;
-    e.evd_handle = psp->evd;
-    auto& d = e.event_data.cr_arrival_event_data;
-    d.sp_handle.psp_handle = psp;
-    d.local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&owner->addr);
-    d.conn_qual = info.conn_qual;
-    d.cr_handle = cr;
-    d.truncate_flag = DAT_FALSE;
-    psp->evd->post(e);
+    DAT_SP_HANDLE sp;
+    sp.psp_handle = psp;
+    connection_request(psp->ia, psp->evd, sp, nullptr, req, info);
   });
   if (s != Status::ok) {
     destroy(psp);
@@ -100,7 +112,67 @@ DAT_RETURN cr_query(DAT_CR_HANDLE h, DAT_CR_PARAM_MASK, DAT_CR_PARAM* p) {
   p->remote_port_qual = cr->qual;
   p->private_data_size = static_cast<DAT_COUNT>(cr->private_data.size());
   p->private_data = cr->private_data.empty() ? nullptr : cr->private_data.data();
-  p->local_ep_handle = DAT_HANDLE_NULL;
+  p->local_ep_handle = cr->local_ep ? static_cast<DAT_EP_HANDLE>(cr->local_ep) : DAT_HANDLE_NULL;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN rsp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EP_HANDLE ep_h, DAT_EVD_HANDLE evd_h,
+                      DAT_RSP_HANDLE* out) {
+  std::lock_guard lk(api_mutex());
+  Ia* ia = get<Ia>(h, Kind::ia);
+  if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+  Ep* ep = get<Ep>(ep_h, Kind::ep);
+  if (!ep || ep->ia != ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  Evd* evd = get<Evd>(evd_h, Kind::evd);
+  if (!evd || evd->ia != ia || !(evd->flags & DAT_EVD_CR_FLAG))
+    return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
+  if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+  if (ep->state != DAT_EP_STATE_UNCONNECTED) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+  Rsp* rsp = make<Rsp>(ia, ia->provider);
+  rsp->qual = qual;
+  rsp->evd = evd;
+  rsp->ep = ep;
+  const Status s = ia->dev->listen(qual, [rsp](ConnRequest* req, const ConnRequestInfo& info) {
+    DAT_SP_HANDLE sp;
+    sp.rsp_handle = rsp;
+    connection_request(rsp->ia, rsp->evd, sp, rsp->ep, req, info);
+  });
+  if (s != Status::ok) {
+    destroy(rsp);
+    return err(DAT_CONN_QUAL_IN_USE);
+  }
+  ep->state = DAT_EP_STATE_RESERVED;
+  ep->rsp_refs++;
+  evd->ep_refs++;
+  *out = rsp;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN rsp_query(DAT_RSP_HANDLE h, DAT_RSP_PARAM_MASK, DAT_RSP_PARAM* p) {
+  std::lock_guard lk(api_mutex());
+  Rsp* rsp = get<Rsp>(h, Kind::rsp);
+  if (!rsp) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RSP);
+  if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  p->ia_handle = consumer_ia_handle(rsp->ia);
+  p->conn_qual = rsp->qual;
+  p->evd_handle = rsp->evd;
+  p->ep_handle = rsp->ep;
+  return DAT_SUCCESS;
+}
+
+void free_rsp(Rsp* rsp) {
+  rsp->ia->dev->stop_listen(rsp->qual);
+  if (rsp->ep->state == DAT_EP_STATE_RESERVED) rsp->ep->state = DAT_EP_STATE_UNCONNECTED;
+  rsp->ep->rsp_refs--;
+  rsp->evd->ep_refs--;
+  destroy(rsp);
+}
+
+DAT_RETURN rsp_free(DAT_RSP_HANDLE h) {
+  std::lock_guard lk(api_mutex());
+  Rsp* rsp = get<Rsp>(h, Kind::rsp);
+  if (!rsp) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RSP);
+  free_rsp(rsp);
   return DAT_SUCCESS;
 }
 
@@ -113,12 +185,16 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE h, DAT_EP_HANDLE ep_h, DAT_COUNT pd_size, con
   std::lock_guard lk(api_mutex());
   Cr* cr = get<Cr>(h, Kind::cr);
   if (!cr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
-  Ep* ep = get<Ep>(ep_h, Kind::ep);
-  if (!ep || ep->ia != cr->ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  // A request on an RSP goes to the RSP's EP (the consumer may pass it or DAT_HANDLE_NULL).
+  Ep* ep = ep_h == DAT_HANDLE_NULL && cr->local_ep ? cr->local_ep : get<Ep>(ep_h, Kind::ep);
+  if (!ep || ep->ia != cr->ia || (cr->local_ep && ep != cr->local_ep))
+    return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
   if (pd_size < 0 || pd_size > static_cast<DAT_COUNT>(cr->ia->dev->limits().max_private_data))
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   if (pd_size > 0 && !pd) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
-  if (ep->state != DAT_EP_STATE_UNCONNECTED) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+  const bool reserved_for_it = cr->local_ep == ep && ep->state == DAT_EP_STATE_RESERVED;
+  if (ep->state != DAT_EP_STATE_UNCONNECTED && !reserved_for_it)
+    return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
   // Copy first: consumers may pass the CR's own private data buffer.
   const auto* b = static_cast<const std::uint8_t*>(pd);
   const std::vector<std::uint8_t> reply(b, b + pd_size);

@@ -103,8 +103,9 @@ DAT_RETURN create_ep(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h,
   Evd* conn = nullptr;
   if (conn_h != DAT_HANDLE_NULL) {
     conn = get<Evd>(conn_h, Kind::evd);
-    if (!conn || conn->ia != ia || !(conn->flags & DAT_EVD_CONNECTION_FLAG))
-      return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
+    // A connection EVD carries no CQ: one of another IA of this provider is accepted too
+    // (dapltest's limit tests share one across IAs).
+    if (!conn || !(conn->flags & DAT_EVD_CONNECTION_FLAG)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
   }
   SrqObj* so = nullptr;
   if (srq_h != DAT_HANDLE_NULL) {
@@ -362,6 +363,7 @@ DAT_RETURN ep_free(DAT_EP_HANDLE h) {
   std::lock_guard lk(api_mutex());
   Ep* ep = live_ep(h);
   if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (ep->rsp_refs > 0) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_RESERVED);  // an RSP reserves it
   free_ep(ep);
   return DAT_SUCCESS;
 }

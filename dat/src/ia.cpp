@@ -66,11 +66,15 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   return DAT_SUCCESS;
 }
 
-DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK, DAT_IA_ATTR* a,
-                    DAT_PROVIDER_ATTR_MASK, DAT_PROVIDER_ATTR* p) {
+DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK ia_mask, DAT_IA_ATTR* a,
+                    DAT_PROVIDER_ATTR_MASK pr_mask, DAT_PROVIDER_ATTR* p) {
   std::lock_guard lk(api_mutex());
   Ia* ia = get<Ia>(h, Kind::ia);
   if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+  // A mask asking for fields with nowhere to put them (NULL with mask 0 is how libdat2 asks
+  // for one of the two only).
+  if (ia_mask && !a) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+  if (pr_mask && !p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
   if (async_evd) *async_evd = ia->async_evd;
   const Limits& l = ia->dev->limits();
   if (a) {
@@ -169,7 +173,8 @@ DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
   }
   // Abrupt: free everything the IA holds, users before what they use.
   // Service points first, so no new connection request arrives meanwhile.
-  for (Kind k : {Kind::psp, Kind::ep, Kind::cr, Kind::srq, Kind::lmr, Kind::evd, Kind::cno, Kind::pz}) {
+  for (Kind k :
+       {Kind::psp, Kind::rsp, Kind::ep, Kind::cr, Kind::srq, Kind::rmr, Kind::lmr, Kind::evd, Kind::cno, Kind::pz}) {
     for (Obj* o : children_of(ia)) {
       if (o->kind != k) continue;
       switch (k) {
@@ -181,6 +186,8 @@ DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
         case Kind::cno: free_cno(static_cast<Cno*>(o)); break;
         case Kind::pz: free_pz(static_cast<Pz*>(o)); break;
         case Kind::srq: free_srq(static_cast<SrqObj*>(o)); break;
+        case Kind::rsp: free_rsp(static_cast<Rsp*>(o)); break;
+        case Kind::rmr: free_rmr(static_cast<Rmr*>(o)); break;
         case Kind::ia: break;
       }
     }
@@ -234,6 +241,8 @@ DAT_RETURN get_handle_type(DAT_HANDLE h, DAT_HANDLE_TYPE* t) {
     case Kind::psp: *t = DAT_HANDLE_TYPE_PSP; break;
     case Kind::cr: *t = DAT_HANDLE_TYPE_CR; break;
     case Kind::srq: *t = DAT_HANDLE_TYPE_SRQ; break;
+    case Kind::rsp: *t = DAT_HANDLE_TYPE_RSP; break;
+    case Kind::rmr: *t = DAT_HANDLE_TYPE_RMR; break;
   }
   return DAT_SUCCESS;
 }

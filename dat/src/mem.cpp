@@ -51,7 +51,8 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION
   if (type != DAT_MEM_TYPE_VIRTUAL) return err(DAT_NOT_IMPLEMENTED);  // docs/dat-coverage.md
   if (va_type != DAT_VA_TYPE_VA) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
-  if (!region.for_va || length == 0) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  if (length == 0) return err(DAT_LENGTH_ERROR);
+  if (!region.for_va) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   if (priv & ~DAT_MEM_PRIV_ALL_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
   Access acc = Access::local_read;
   if (priv & DAT_MEM_PRIV_LOCAL_WRITE_FLAG) acc = acc | Access::local_write;
@@ -113,6 +114,44 @@ DAT_RETURN lmr_sync_rdma(DAT_IA_HANDLE h, const DAT_LMR_TRIPLET* seg, DAT_VLEN n
     }
     if (!found) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   }
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN rmr_create(DAT_PZ_HANDLE pz_h, DAT_RMR_HANDLE* out) {
+  std::lock_guard lk(api_mutex());
+  Pz* pz = get<Pz>(pz_h, Kind::pz);
+  if (!pz) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+  if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  Rmr* rmr = make<Rmr>(pz->ia, pz->ia->provider);
+  rmr->pz = pz;
+  pz->users++;
+  rmr->param.ia_handle = consumer_ia_handle(pz->ia);
+  rmr->param.pz_handle = pz;
+  rmr->param.rmr_scope = DAT_RMR_SCOPE_EP;
+  rmr->param.va_type = DAT_VA_TYPE_VA;
+  *out = rmr;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN rmr_query(DAT_RMR_HANDLE h, DAT_RMR_PARAM_MASK, DAT_RMR_PARAM* p) {
+  std::lock_guard lk(api_mutex());
+  Rmr* rmr = get<Rmr>(h, Kind::rmr);
+  if (!rmr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RMR);
+  if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  *p = rmr->param;
+  return DAT_SUCCESS;
+}
+
+void free_rmr(Rmr* rmr) {
+  rmr->pz->users--;
+  destroy(rmr);
+}
+
+DAT_RETURN rmr_free(DAT_RMR_HANDLE h) {
+  std::lock_guard lk(api_mutex());
+  Rmr* rmr = get<Rmr>(h, Kind::rmr);
+  if (!rmr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RMR);
+  free_rmr(rmr);
   return DAT_SUCCESS;
 }
 

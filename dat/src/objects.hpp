@@ -24,7 +24,7 @@
 
 namespace softrnic::dat {
 
-enum class Kind : std::uint8_t { ia, pz, lmr, evd, cno, ep, psp, cr, srq };
+enum class Kind : std::uint8_t { ia, pz, lmr, evd, cno, ep, psp, cr, srq, rsp, rmr };
 
 struct Ia;
 
@@ -83,7 +83,7 @@ struct Ia : Obj {
   std::string name;
   std::unique_ptr<Device> dev;
   sockaddr_in addr{};
-  std::uint16_t base_port = 0;  // where a remote address with port 0 is sent
+  std::uint16_t base_port = 0;           // where a remote address with port 0 is sent
   std::atomic<Evd*> async_evd{nullptr};  // read by callbacks from the progress thread
   bool own_async_evd = false;
 };
@@ -164,8 +164,9 @@ struct Ep : Obj {
   std::atomic<DAT_EP_STATE> state{DAT_EP_STATE_UNCONNECTED};
   sockaddr_in remote{};
   DAT_CONN_QUAL remote_qual = 0;
-  std::vector<std::uint8_t> conn_private;  // private data of the last connection event
+  std::vector<std::uint8_t> conn_private;        // private data of the last connection event
   bool notify_recv = false, notify_req = false;  // unsignalled / solicited-wait configurations
+  int rsp_refs = 0;                              // RSPs reserving it
 };
 
 struct Psp : Obj {
@@ -175,10 +176,24 @@ struct Psp : Obj {
   DAT_PSP_FLAGS flags{};
 };
 
+struct Rsp : Obj {
+  Rsp() : Obj(Kind::rsp) {}
+  DAT_CONN_QUAL qual = 0;
+  Evd* evd = nullptr;
+  Ep* ep = nullptr;
+};
+
+// A memory window. Created, queried and freed; binding it is not implemented yet.
+struct Rmr : Obj {
+  Rmr() : Obj(Kind::rmr) {}
+  Pz* pz = nullptr;
+  DAT_RMR_PARAM param{};
+};
+
 struct Cr : Obj {
   Cr() : Obj(Kind::cr) {}
   ConnRequest* req = nullptr;
-  Psp* psp = nullptr;
+  Ep* local_ep = nullptr;  // the RSP's EP, for a request on an RSP
   DAT_CONN_QUAL qual = 0;
   sockaddr_in remote{};
   std::vector<std::uint8_t> private_data;  // writable: consumers may edit it in place

@@ -157,6 +157,13 @@ void fill(DAT_PROVIDER& p) {
   p.lmr_sync_rdma_read_func = lmr_sync_rdma;
   p.lmr_sync_rdma_write_func = lmr_sync_rdma;
   p.psp_create_any_func = psp_create_any;
+  p.rsp_create_func = rsp_create;
+  p.rsp_query_func = rsp_query;
+  p.rsp_free_func = rsp_free;
+  p.rmr_create_func = rmr_create;
+  p.rmr_create_for_ep_func = rmr_create;
+  p.rmr_query_func = rmr_query;
+  p.rmr_free_func = rmr_free;
   p.lmr_create_func = lmr_create;
   p.lmr_query_func = lmr_query;
   p.lmr_free_func = lmr_free;
