@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds, runs the unit, component, DAT,
-# conformance (dapl2-utils) and wire tests; then the same unit/component/DAT tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer. The last lines are ctest's summary.
+# conformance (dapl2-utils) and wire tests, after the unit/component/DAT tests under
+# AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer. The last lines are
+# ctest's summary of the main build.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh" || exit 1
@@ -11,6 +12,14 @@ echo "=== sanitizer build (ASan + UBSan): unit, component, dat"
 if "$root/scripts/build.sh" "$root/build-asan" -DSOFTRNIC_SANITIZE=ON; then
   (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
      ctest -L 'unit|component|dat' -LE conformance -E '^demo$' -j2 --timeout 300 --output-on-failure) || status=1
+else
+  status=1
+fi
+
+echo "=== ThreadSanitizer build: unit, component, dat (the provider is called from several threads)"
+if "$root/scripts/build.sh" "$root/build-tsan" -DSOFTRNIC_TSAN=ON; then
+  (cd "$root/build-tsan" && TSAN_OPTIONS=halt_on_error=1 \
+     ctest -L 'unit|component|dat' -E '^demo$' -j2 --timeout 300 --output-on-failure) || status=1
 else
   status=1
 fi

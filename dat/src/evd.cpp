@@ -216,10 +216,13 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
       break;
     }
   }
+  // A free_evd may be waiting for us to leave: once the lock is released it may destroy the
+  // EVD, so nothing of it is touched after that (the device pointer is taken first).
+  Device* dev = evd->ia->dev.get();
   evd->waiter = false;
+  evd->cv.notify_all();
   el.unlock();
-  evd->cv.notify_all();  // a free_evd may be waiting for us to leave
-  if (reaped) evd->ia->dev->srq_reaped(reaped, 1);
+  if (reaped) dev->srq_reaped(reaped, 1);
   return ret;
 }
 
@@ -382,8 +385,7 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE h, DAT_TIMEOUT timeout, DAT_EVD_HANDLE* evd_o
     ret = err(DAT_TIMEOUT_EXPIRED);
   }
   cno->waiters--;
-  cl.unlock();
-  cno->cv.notify_all();
+  cno->cv.notify_all();  // under the lock: free_cno may destroy the CNO once it is released
   return ret;
 }
 
