@@ -3,13 +3,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "api.hpp"
 
 namespace softrnic::dat {
 namespace {
 
-constexpr DAT_COUNT kMaxQlen = 65536;
+constexpr DAT_COUNT kMaxQlen = kMaxEvdQlen;
 constexpr int kAllEvdFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG |
                              DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
 
@@ -36,6 +37,23 @@ DAT_DTOS map_op(WcOpcode op) {
   return DAT_DTO_SEND;
 }
 
+// Counts an overflow (more events than qlen) and marks it for one async event; re-armed once the
+// queue is back within qlen. Caller holds evd.mu.
+void note_overflow(Evd& evd) {
+  if (evd.q.size() > static_cast<std::size_t>(evd.qlen)) {
+    evd.overflows++;
+    if (!evd.overflow_reported) evd.overflow_pending = evd.overflow_reported = true;
+  } else {
+    evd.overflow_reported = false;
+  }
+}
+
+// Reports a marked overflow on the IA's async EVD (not for the async EVD itself). Caller holds no
+// EVD lock.
+void report_overflow(Ia* ia, Evd* evd, bool pending) {
+  if (pending && ia->async_evd.load() != evd) post_async(ia, DAT_ASYNC_ERROR_EVD_OVERFLOW, evd, DAT_EVD_OVERFLOW_ERROR);
+}
+
 // Moves the CQ's completions into the EVD's queue as DAT events. Caller holds evd.mu.
 void drain(Evd& evd) {
   if (!evd.cq) return;
@@ -57,7 +75,7 @@ void drain(Evd& evd) {
     }
     if (n < std::size(wc)) break;
   }
-  if (evd.q.size() > static_cast<std::size_t>(evd.qlen)) evd.overflows++;
+  note_overflow(evd);
 }
 
 }  // namespace
@@ -82,12 +100,15 @@ void Evd::signal() {
 }
 
 void Evd::post(const DAT_EVENT& ev) {
+  bool pending;
   {
     std::lock_guard lk(mu);
     q.push_back({ev, nullptr});
-    if (q.size() > static_cast<std::size_t>(qlen)) overflows++;
+    note_overflow(*this);
+    pending = std::exchange(overflow_pending, false);
   }
   signal();
+  report_overflow(ia, this, pending);
 }
 
 Evd* new_evd(Ia* ia, DAT_COUNT qlen, Cno* cno, DAT_EVD_FLAGS flags) {
@@ -113,6 +134,9 @@ DAT_RETURN evd_create(DAT_IA_HANDLE h, DAT_COUNT qlen, DAT_CNO_HANDLE cno_h, DAT
   }
   if (flags == 0 || (flags & ~kAllEvdFlags)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+  std::size_t evds = 0;
+  for (Obj* o : children_of(ia)) evds += o->kind == Kind::evd;
+  if (evds >= kMaxEvds) return err(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);  // ia_query's max_evds
   *out = new_evd(ia, qlen, cno, flags);
   return DAT_SUCCESS;
 }
@@ -146,18 +170,20 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
   if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
   if (!ev) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    bool got = false;
+    bool got = false, overflow = false;
     softrnic::Srq* reaped = nullptr;
     {
       std::lock_guard el(evd->mu);
       // A blocked waiter owns the EVD.
       if (evd->waiter) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
       drain(*evd);
+      overflow = std::exchange(evd->overflow_pending, false);
       if (!evd->q.empty()) {
         reaped = take_front(*evd, ev);
         got = true;
       }
     }
+    report_overflow(evd->ia, evd, overflow);
     if (got) {
       if (reaped) evd->ia->dev->srq_reaped(reaped, 1);  // outside the EVD lock (lock order)
       return DAT_SUCCESS;
@@ -218,11 +244,13 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
   }
   // A free_evd may be waiting for us to leave: once the lock is released it may destroy the
   // EVD, so nothing of it is touched after that (the device pointer is taken first).
-  Device* dev = evd->ia->dev.get();
+  Ia* ia = evd->ia;
+  const bool overflow = std::exchange(evd->overflow_pending, false);
   evd->waiter = false;
   evd->cv.notify_all();
   el.unlock();
-  if (reaped) dev->srq_reaped(reaped, 1);
+  if (reaped) ia->dev->srq_reaped(reaped, 1);
+  report_overflow(ia, evd, overflow);  // compares and passes the pointer only
   return ret;
 }
 

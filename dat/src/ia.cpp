@@ -11,9 +11,6 @@
 namespace softrnic::dat {
 namespace {
 
-constexpr DAT_COUNT kMaxEvds = 4096;
-constexpr DAT_COUNT kMaxEvdQlen = 65536;
-
 const DAT_NAMED_ATTR kProviderAttrs[] = {
     {"DAT_IB_RDMA_READ", "TRUE"},
     {"DAT_IB_TRANSPORT_MTU", "4096"},

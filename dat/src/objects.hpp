@@ -135,6 +135,7 @@ struct Evd : Obj {
   bool waitable = true;
   std::atomic<int> ep_refs{0};
   std::atomic<std::uint64_t> overflows{0};
+  bool overflow_reported = false, overflow_pending = false;  // under mu: one async event per overflow
   // EPs whose completion configuration (unsignalled / solicited wait) makes threshold 1 mandatory.
   std::atomic<int> notify_refs{0};
 
@@ -200,6 +201,8 @@ struct Cr : Obj {
 };
 
 inline constexpr std::uint32_t kNoWatermarkValue = ~std::uint32_t{0};
+inline constexpr DAT_COUNT kMaxEvds = 4096;  // per IA (dat_ia_query max_evds)
+inline constexpr DAT_COUNT kMaxEvdQlen = 65536;
 
 // The IA handle as the consumer knows it (libdat2's small index).
 DAT_IA_HANDLE consumer_ia_handle(Ia* ia);

@@ -614,3 +614,19 @@ TEST(DatApi, ResetPspAnyAndLmrSync) {
   EXPECT_EQ(dat_lmr_sync_rdma_write(ia.ia, &ok, 1), DAT_SUCCESS);
   EXPECT_EQ(type_of(dat_lmr_sync_rdma_write(ia.ia, &bad, 1)), DAT_INVALID_PARAMETER);
 }
+
+TEST(DatEvdWait, OverflowIsReportedOnTheAsyncEvd) {
+  Ia ia;
+  DAT_EVD_HANDLE evd;
+  ASSERT_EQ(dat_evd_create(ia.ia, 2, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_SUCCESS);
+  int x = 0;
+  DAT_EVENT se = software_event(&x);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(dat_evd_post_se(evd, &se), DAT_SUCCESS);
+  const DAT_EVENT ae = wait_async(ia.async);
+  EXPECT_EQ(ae.event_number, DAT_ASYNC_ERROR_EVD_OVERFLOW);
+  EXPECT_EQ(ae.event_data.asynch_error_event_data.dat_handle, evd);
+  DAT_EVENT more;
+  EXPECT_EQ(dat_evd_dequeue(ia.async, &more), DAT_QUEUE_EMPTY) << "one event per overflow, not per extra event";
+  DAT_EVENT ev;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(dat_evd_dequeue(evd, &ev), DAT_SUCCESS) << "nothing lost";
+}
