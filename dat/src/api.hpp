@@ -88,6 +88,12 @@ void free_rsp(Rsp* rsp);
 DAT_RETURN rmr_create(DAT_PZ_HANDLE pz, DAT_RMR_HANDLE* rmr);
 DAT_RETURN rmr_query(DAT_RMR_HANDLE rmr, DAT_RMR_PARAM_MASK mask, DAT_RMR_PARAM* p);
 DAT_RETURN rmr_free(DAT_RMR_HANDLE rmr);
+DAT_RETURN rmr_bind(DAT_RMR_HANDLE rmr, DAT_LMR_HANDLE lmr, const DAT_LMR_TRIPLET* t, DAT_MEM_PRIV_FLAGS priv,
+                    DAT_VA_TYPE va_type, DAT_EP_HANDLE ep, DAT_RMR_COOKIE cookie, DAT_COMPLETION_FLAGS flags,
+                    DAT_RMR_CONTEXT* ctx);
+DAT_RETURN ep_post_send_with_invalidate(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                                        DAT_COMPLETION_FLAGS flags, DAT_BOOLEAN invalidate,
+                                        DAT_RMR_CONTEXT rmr_context);
 void free_rmr(Rmr* rmr);
 void free_cr(Cr* cr);
 

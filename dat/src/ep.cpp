@@ -279,7 +279,8 @@ DAT_RETURN ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
 namespace {
 
 DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
-                        const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags, SendOpcode op) {
+                        const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags, SendOpcode op,
+                        std::uint32_t invalidate_stag = 0) {
   std::lock_guard lk(api_mutex());
   Ep* ep = live_ep(h);
   if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
@@ -294,6 +295,7 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
   wr.opcode = op;
   wr.sgl = sgl;
   wr.signaled = !(flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG));
+  wr.invalidate_stag = invalidate_stag;
   if (op == SendOpcode::send && (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)) wr.opcode = SendOpcode::send_solicited;
   if (op == SendOpcode::rdma_write || op == SendOpcode::rdma_read) {
     if (!remote) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
@@ -311,6 +313,12 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
 DAT_RETURN ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                         DAT_COMPLETION_FLAGS flags) {
   return post_request(h, n, iov, cookie, nullptr, flags, SendOpcode::send);
+}
+
+DAT_RETURN ep_post_send_with_invalidate(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                                        DAT_COMPLETION_FLAGS flags, DAT_BOOLEAN invalidate, DAT_RMR_CONTEXT ctx) {
+  if (!invalidate) return post_request(h, n, iov, cookie, nullptr, flags, SendOpcode::send);
+  return post_request(h, n, iov, cookie, nullptr, flags, SendOpcode::send_invalidate, ctx);
 }
 
 DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,

@@ -33,6 +33,7 @@ DAT_DTOS map_op(WcOpcode op) {
     case WcOpcode::rdma_write: return DAT_DTO_RDMA_WRITE;
     case WcOpcode::rdma_read: return DAT_DTO_RDMA_READ;
     case WcOpcode::recv: return DAT_DTO_RECEIVE;
+    case WcOpcode::bind: return DAT_DTO_BIND_MW;
   }
   return DAT_DTO_SEND;
 }
@@ -63,14 +64,28 @@ void drain(Evd& evd) {
     for (std::size_t i = 0; i < n; ++i) {
       DAT_EVENT ev;
       std::memset(&ev, 0, sizeof ev);
-      ev.event_number = DAT_DTO_COMPLETION_EVENT;
       ev.evd_handle = &evd;
+      if (wc[i].opcode == WcOpcode::bind) {
+        ev.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
+        auto& b = ev.event_data.rmr_completion_event_data;
+        b.status = map_status(wc[i].status);
+        std::lock_guard bl(evd.ia->bind_mu);
+        if (auto it = evd.ia->binds.find(wc[i].wr_id); it != evd.ia->binds.end()) {
+          b.rmr_handle = it->second.first;
+          b.user_cookie = it->second.second;
+          evd.ia->binds.erase(it);
+        }
+        evd.q.push_back({ev, nullptr});
+        continue;
+      }
+      ev.event_number = DAT_DTO_COMPLETION_EVENT;
       auto& d = ev.event_data.dto_completion_event_data;
       d.ep_handle = static_cast<Ep*>(wc[i].qp_context);
       d.user_cookie.as_64 = wc[i].wr_id;
       d.status = map_status(wc[i].status);
       d.transfered_length = wc[i].byte_len;
       d.operation = map_op(wc[i].opcode);
+      d.rmr_context = wc[i].invalidated_stag;  // a Send with Invalidate's window
       evd.q.push_back({ev, wc[i].srq});
     }
     if (n < std::size(wc)) break;

@@ -122,8 +122,12 @@ DAT_RETURN rmr_create(DAT_PZ_HANDLE pz_h, DAT_RMR_HANDLE* out) {
   Pz* pz = get<Pz>(pz_h, Kind::pz);
   if (!pz) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  Mr* mw = nullptr;
+  if (pz->ia->dev->alloc_mw(pz->pd, mw) != Status::ok)
+    return err(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
   Rmr* rmr = make<Rmr>(pz->ia, pz->ia->provider);
   rmr->pz = pz;
+  rmr->mw = mw;
   pz->users++;
   rmr->param.ia_handle = consumer_ia_handle(pz->ia);
   rmr->param.pz_handle = pz;
@@ -143,8 +147,57 @@ DAT_RETURN rmr_query(DAT_RMR_HANDLE h, DAT_RMR_PARAM_MASK, DAT_RMR_PARAM* p) {
 }
 
 void free_rmr(Rmr* rmr) {
+  rmr->ia->dev->dereg_mr(rmr->mw);  // unbinds it too
   rmr->pz->users--;
   destroy(rmr);
+}
+
+DAT_RETURN rmr_bind(DAT_RMR_HANDLE h, DAT_LMR_HANDLE lmr_h, const DAT_LMR_TRIPLET* t, DAT_MEM_PRIV_FLAGS priv,
+                    DAT_VA_TYPE va_type, DAT_EP_HANDLE ep_h, DAT_RMR_COOKIE cookie, DAT_COMPLETION_FLAGS flags,
+                    DAT_RMR_CONTEXT* ctx) {
+  std::lock_guard lk(api_mutex());
+  Rmr* rmr = get<Rmr>(h, Kind::rmr);
+  if (!rmr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RMR);
+  Ep* ep = get<Ep>(ep_h, Kind::ep);
+  if (!ep || ep->ia != rmr->ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (!t) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  if (va_type != DAT_VA_TYPE_VA) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+  Lmr* lmr = nullptr;
+  if (t->segment_length > 0) {  // 0 unbinds
+    lmr = get<Lmr>(lmr_h, Kind::lmr);
+    if (!lmr || lmr->ia != rmr->ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
+    if (t->lmr_context != lmr->param.lmr_context) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  }
+  if (ep->pz != rmr->pz) return err(DAT_PROTECTION_VIOLATION);
+  Access acc = Access::none;
+  if (priv & DAT_MEM_PRIV_REMOTE_READ_FLAG) acc = acc | Access::remote_read;
+  if (priv & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) acc = acc | Access::remote_write;
+  const bool signaled = !(flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG));
+  std::uint64_t id = 0;
+  if (signaled) {
+    std::lock_guard bl(rmr->ia->bind_mu);
+    id = rmr->ia->next_bind++;
+    rmr->ia->binds[id] = {rmr, cookie};
+  }
+  const Status s = rmr->ia->dev->bind_mw(ep->qp, rmr->mw, lmr ? lmr->mr : nullptr, t->virtual_address,
+                                         t->segment_length, acc, id, signaled);
+  if (s != Status::ok) {
+    std::lock_guard bl(rmr->ia->bind_mu);
+    rmr->ia->binds.erase(id);
+    switch (s) {
+      case Status::invalid_state: return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+      case Status::protection_violation: return err(DAT_PROTECTION_VIOLATION);
+      case Status::length_error: return err(DAT_LENGTH_ERROR);
+      case Status::insufficient_resources: return err(DAT_INSUFFICIENT_RESOURCES);
+      default: return err(DAT_INVALID_PARAMETER);
+    }
+  }
+  const MrInfo info = rmr->ia->dev->query_mr(rmr->mw);
+  rmr->param.lmr_triplet = *t;
+  rmr->param.mem_priv = priv;
+  rmr->param.rmr_context = info.stag;
+  if (ctx) *ctx = info.stag;
+  return DAT_SUCCESS;
 }
 
 DAT_RETURN rmr_free(DAT_RMR_HANDLE h) {

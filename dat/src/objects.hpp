@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "softrnic/rnic.hpp"
@@ -83,7 +84,11 @@ struct Ia : Obj {
   std::string name;
   std::unique_ptr<Device> dev;
   sockaddr_in addr{};
-  std::uint16_t base_port = 0;           // where a remote address with port 0 is sent
+  std::uint16_t base_port = 0;  // where a remote address with port 0 is sent
+  // Signaled RMR binds in flight: the bind completion's wr_id -> the RMR and the cookie.
+  std::mutex bind_mu;
+  std::unordered_map<std::uint64_t, std::pair<void*, DAT_RMR_COOKIE>> binds;
+  std::uint64_t next_bind = 1;
   std::atomic<Evd*> async_evd{nullptr};  // read by callbacks from the progress thread
   bool own_async_evd = false;
 };
@@ -184,10 +189,12 @@ struct Rsp : Obj {
   Ep* ep = nullptr;
 };
 
-// A memory window. Created, queried and freed; binding it is not implemented yet.
+// A memory window (RMR): bound to part of an LMR through an EP, it grants the peer remote access
+// under its own rmr_context; a Send with Invalidate from the peer unbinds it.
 struct Rmr : Obj {
   Rmr() : Obj(Kind::rmr) {}
   Pz* pz = nullptr;
+  Mr* mw = nullptr;
   DAT_RMR_PARAM param{};
 };
 

@@ -164,6 +164,8 @@ void fill(DAT_PROVIDER& p) {
   p.rmr_create_for_ep_func = rmr_create;
   p.rmr_query_func = rmr_query;
   p.rmr_free_func = rmr_free;
+  p.rmr_bind_func = rmr_bind;
+  p.ep_post_send_with_invalidate_func = ep_post_send_with_invalidate;
   p.lmr_create_func = lmr_create;
   p.lmr_query_func = lmr_query;
   p.lmr_free_func = lmr_free;

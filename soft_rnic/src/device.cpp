@@ -159,6 +159,24 @@ class DeviceImpl final : public Device {
     std::lock_guard lk(mu_);
     return mr ? mrs_.dereg(mr) : Status::invalid_param;
   }
+  Status alloc_mw(Pd* pd, Mr*& out) override {
+    std::lock_guard lk(mu_);
+    if (!pd || !pd_set_.count(pd)) return Status::invalid_param;
+    return mrs_.alloc_window(pd, out);
+  }
+
+  Status bind_mw(Qp* qp, Mr* mw, Mr* mr, std::uint64_t addr, std::uint64_t length, Access access, std::uint64_t wr_id,
+                 bool signaled) override {
+    std::lock_guard lk(mu_);
+    if (qp->state != QpState::rts || qp->cm != CmPhase::connected) return Status::invalid_state;
+    if (mw->pd != qp->init.pd) return Status::protection_violation;
+    if (qp->sq.size() >= qp->init.max_send_wr) return Status::insufficient_resources;
+    if (const Status s = mrs_.bind_window(mw, mr, addr, length, access); s != Status::ok) return s;
+    qp->sq.push_back(SendWqe{wr_id, WcOpcode::bind, signaled, qp->snd_nxt, 0, nullptr});
+    complete_sends(*qp);
+    return Status::ok;
+  }
+
   MrInfo query_mr(const Mr* mr) const override { return MrInfo{mr->stag, mr->addr, mr->length, mr->access}; }
 
   // ---- CQ ----
@@ -495,8 +513,10 @@ class DeviceImpl final : public Device {
     if (total > limits_.max_msg_size) return Status::length_error;
     if (wr.opcode == SendOpcode::rdma_read) return post_read(*qp, wr, total);
     const bool write = wr.opcode == SendOpcode::rdma_write;
-    const auto op = write ? w::RdmapOpcode::rdma_write
-                          : (wr.opcode == SendOpcode::send_solicited ? w::RdmapOpcode::send_se : w::RdmapOpcode::send);
+    const auto op = write                                      ? w::RdmapOpcode::rdma_write
+                    : wr.opcode == SendOpcode::send_solicited  ? w::RdmapOpcode::send_se
+                    : wr.opcode == SendOpcode::send_invalidate ? w::RdmapOpcode::send_invalidate
+                                                               : w::RdmapOpcode::send;
     const std::size_t hdr = write ? sizeof(w::DdpTaggedHdr) : sizeof(w::DdpUntaggedHdr);
     const std::size_t mss = nd_->max_datagram() - w::kFrameOverhead - hdr;
     const std::uint32_t msn = write ? 0 : qp->send_msn++;
@@ -506,8 +526,9 @@ class DeviceImpl final : public Device {
       const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(mss, total - off));
       const bool last = off + len == total;
       std::uint8_t h[sizeof(w::DdpUntaggedHdr)];
-      const std::size_t hl = write ? w::encode_tagged(h, op, last, wr.rkey, wr.remote_addr + off)
-                                   : w::encode_untagged(h, op, last, w::kQnSend, msn, static_cast<std::uint32_t>(off));
+      const std::size_t hl =
+          write ? w::encode_tagged(h, op, last, wr.rkey, wr.remote_addr + off)
+                : w::encode_untagged(h, op, last, w::kQnSend, msn, static_cast<std::uint32_t>(off), wr.invalidate_stag);
       SeqFrame& f = enqueue_seq(*qp, w::FrameType::ddp, {std::span<const std::uint8_t>(h, hl)});
       if (len > 0) {
         f.sgl = sgl;
@@ -626,9 +647,16 @@ class DeviceImpl final : public Device {
     while (!qp.rq.empty()) {
       const RecvWqe& f = qp.rq.front();
       if (!f.allocated || !f.done || !seq_lt(f.max_seq, qp.rxw.next())) break;
+      // Send with Invalidate: the window goes before the receive completes.
+      if (f.inv_stag && !mrs_.invalidate(f.inv_stag, qp.init.pd)) {
+        terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::remote_operation),
+                  static_cast<std::uint8_t>(w::RdmapError::stag_cannot_invalidate),
+                  "Send with Invalidate names no bound window of this protection zone");
+        return;
+      }
       srq_completed(f.srq);
       push_wc(qp.init.recv_cq, Wc{f.wr_id, WcOpcode::recv, WcStatus::success, static_cast<std::uint32_t>(f.msg_len),
-                                  &qp, qp.init.context, f.srq});
+                                  &qp, qp.init.context, f.srq, f.inv_stag});
       qp.rq.pop_front();
       qp.rq_allocated--;
       qp.recv_msn++;
@@ -1205,7 +1233,9 @@ class DeviceImpl final : public Device {
     }
     switch (s.opcode) {
       case w::RdmapOpcode::send:
-      case w::RdmapOpcode::send_se: place_untagged(qp, s, seq); return;
+      case w::RdmapOpcode::send_se:
+      case w::RdmapOpcode::send_invalidate:
+      case w::RdmapOpcode::send_se_invalidate: place_untagged(qp, s, seq); return;
       case w::RdmapOpcode::rdma_write: place_tagged(qp, s); return;
       case w::RdmapOpcode::read_request: queue_read_request(qp, s, seq); return;
       case w::RdmapOpcode::read_response: place_read_response(qp, s, seq); return;
@@ -1308,6 +1338,7 @@ class DeviceImpl final : public Device {
     }
     if (!r.seq_seen || seq_lt(r.max_seq, seq)) r.max_seq = seq;
     r.seq_seen = true;
+    if (w::opcode_info(s.opcode).carries_inv_stag) r.inv_stag = s.inv_stag;
     if (r.last_seen && r.placed >= r.msg_len) r.done = true;
   }
 

@@ -42,7 +42,8 @@ struct RecvWqe {
   bool done = false;
   std::uint32_t max_seq = 0;  // highest stream sequence number of its segments
   bool seq_seen = false;
-  Srq* srq = nullptr;  // where the buffer came from
+  std::uint32_t inv_stag = 0;  // Send with Invalidate: the window to invalidate at completion
+  Srq* srq = nullptr;          // where the buffer came from
 };
 
 struct Srq {
@@ -146,14 +147,14 @@ struct Qp {
   std::uint32_t disc_rx_seq = 0;
 
   // RDMAP/DDP.
-  std::uint32_t send_msn = 1;  // next MSN on QN 0
-  std::uint32_t read_msn = 1;  // next MSN on QN 1 (Read Requests we send)
-  std::uint32_t peer_read_msn = 1;  // next Read Request MSN expected from the peer
-  std::uint32_t ord = 0, ird = 0;   // negotiated at connect
-  std::deque<ReadOut> reads_out;    // our Read Requests without their whole response yet
-  std::deque<ReadIn> reads_in;      // the peer's, not yet in stream order
+  std::uint32_t send_msn = 1;               // next MSN on QN 0
+  std::uint32_t read_msn = 1;               // next MSN on QN 1 (Read Requests we send)
+  std::uint32_t peer_read_msn = 1;          // next Read Request MSN expected from the peer
+  std::uint32_t ord = 0, ird = 0;           // negotiated at connect
+  std::deque<ReadOut> reads_out;            // our Read Requests without their whole response yet
+  std::deque<ReadIn> reads_in;              // the peer's, not yet in stream order
   std::deque<std::uint32_t> responses_end;  // end_seq of our responses not yet acknowledged (IRD)
-  std::uint32_t recv_msn = 1;  // MSN of rq.front()
+  std::uint32_t recv_msn = 1;               // MSN of rq.front()
   std::deque<RecvWqe> rq;
   std::uint32_t rq_allocated = 0;  // entries of rq holding a buffer
   std::uint32_t soft_hw = kNoWatermark, hard_hw = kNoWatermark;

@@ -44,9 +44,67 @@ void MrTable::clear() {
   live_ = 0;
 }
 
+Status MrTable::alloc_window(Pd* pd, Mr*& out) {
+  if (!pd) return Status::invalid_param;
+  if (live_ >= max_) return Status::insufficient_resources;
+  std::uint32_t idx;
+  if (!free_.empty()) {
+    idx = free_.back();
+    free_.pop_back();
+  } else {
+    if (slots_.size() >= (1u << 24)) return Status::insufficient_resources;
+    idx = static_cast<std::uint32_t>(slots_.size());
+    slots_.push_back({});
+  }
+  Slot& s = slots_[idx];
+  s.key = static_cast<std::uint8_t>(s.key + 1);
+  auto* mw = new Mr{idx << 8 | s.key, pd, 0, 0, Access::none, true, nullptr, 0};
+  s.mr = mw;
+  pd->users++;
+  live_++;
+  out = mw;
+  return Status::ok;
+}
+
+Status MrTable::bind_window(Mr* mw, Mr* mr, std::uint64_t addr, std::uint64_t len, Access access) {
+  if (!mw->window) return Status::invalid_param;
+  if (len > 0) {
+    if (!mr || mr->window || mr->pd != mw->pd) return Status::protection_violation;
+    if (addr < mr->addr || addr + len < addr || addr + len > mr->addr + mr->length) return Status::length_error;
+    // A window that lets the peer write needs a region the owner may write.
+    if (has(access, Access::remote_write) && !has(mr->access, Access::local_write)) return Status::protection_violation;
+  }
+  if (mw->parent) mw->parent->bound_windows--;
+  const std::uint32_t idx = mw->stag >> 8;
+  Slot& s = slots_[idx];
+  s.key = static_cast<std::uint8_t>(s.key + 1);
+  mw->stag = idx << 8 | s.key;
+  mw->parent = len > 0 ? mr : nullptr;
+  mw->addr = len > 0 ? addr : 0;
+  mw->length = len;
+  mw->access = len > 0 ? access : Access::none;
+  if (mw->parent) mw->parent->bound_windows++;
+  return Status::ok;
+}
+
+bool MrTable::invalidate(std::uint32_t stag, const Pd* pd) {
+  Mr* mw = nullptr;
+  const std::uint32_t idx = stag >> 8;
+  if (idx == 0 || idx >= slots_.size() || !(mw = slots_[idx].mr) || !mw->window || mw->stag != stag || mw->pd != pd ||
+      !mw->parent)
+    return false;
+  mw->parent->bound_windows--;
+  mw->parent = nullptr;
+  mw->length = 0;
+  mw->access = Access::none;
+  return true;
+}
+
 Status MrTable::dereg(Mr* mr) {
   const std::uint32_t idx = mr->stag >> 8;
   if (idx == 0 || idx >= slots_.size() || slots_[idx].mr != mr) return Status::invalid_param;
+  if (mr->bound_windows > 0) return Status::in_use;  // windows still grant access to it
+  if (mr->window && mr->parent) mr->parent->bound_windows--;
   slots_[idx].mr = nullptr;
   free_.push_back(idx);
   mr->pd->users--;
@@ -63,6 +121,9 @@ MrCheck MrTable::check(std::uint32_t stag, const Pd* pd, std::uint64_t addr, std
   if (!s.mr) return MrCheck::invalid_stag;
   if (s.key != (stag & 0xFF)) return MrCheck::key_mismatch;
   const Mr& mr = *s.mr;
+  // A window serves remote access only, and only while bound.
+  if (mr.window && (!mr.parent || !(has(need, Access::remote_read) || has(need, Access::remote_write))))
+    return MrCheck::invalid_stag;
   if (mr.pd != pd) return MrCheck::pd_mismatch;
   if (addr < mr.addr || addr + len < addr || addr + len > mr.addr + mr.length) return MrCheck::out_of_bounds;
   if (!has(mr.access, need)) return MrCheck::access_denied;

@@ -14,12 +14,17 @@ struct Pd {
   std::uint32_t users = 0;  // MRs and QPs on this PD
 };
 
+// A memory region, or a memory window (window = true): a window grants remote access to part of
+// a region once bound, under its own STag; each bind gives it a new key.
 struct Mr {
   std::uint32_t stag = 0;
   Pd* pd = nullptr;
   std::uint64_t addr = 0;
   std::uint64_t length = 0;
   Access access = Access::none;
+  bool window = false;
+  Mr* parent = nullptr;             // window: the region it is bound to (nullptr: unbound)
+  std::uint32_t bound_windows = 0;  // region: windows bound to it (it cannot be freed meanwhile)
 };
 
 enum class MrCheck : std::uint8_t {
@@ -41,7 +46,13 @@ class MrTable {
   // Frees every region.
   void clear();
   Status reg(Pd* pd, std::uint64_t addr, std::uint64_t length, Access access, Mr*& out);
-  Status dereg(Mr* mr);
+  Status dereg(Mr* mr);  // in_use for a region with bound windows
+  Status alloc_window(Pd* pd, Mr*& out);
+  // Binds `mw` to [addr, addr+len) of `mr` with `access` (remote rights), or unbinds it (len 0);
+  // either way the window gets a new STag (key byte).
+  Status bind_window(Mr* mw, Mr* mr, std::uint64_t addr, std::uint64_t len, Access access);
+  // Send with Invalidate: unbinds the window `stag` names in `pd`; false if it names none.
+  bool invalidate(std::uint32_t stag, const Pd* pd);
   // Looks up `stag` and checks it for an access of `len` bytes at `addr` from `pd`.
   MrCheck check(std::uint32_t stag, const Pd* pd, std::uint64_t addr, std::uint64_t len, Access need,
                 Mr** found = nullptr) const;

@@ -554,3 +554,65 @@ TEST_F(Pair, RdmaReadWithoutRemoteReadAccessTerminates) {
   EXPECT_EQ(wc.status, WcStatus::flushed);
   EXPECT_TRUE(std::all_of(a.buf.begin(), a.buf.begin() + 100, [](std::uint8_t c) { return c == 0xEE; }));
 }
+
+TEST_F(Pair, MemoryWindowsGrantBoundedRemoteAccessUntilInvalidated) {
+  Mr* region = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), 65536, Access::local_write, region), Status::ok);
+  Mr* mw = nullptr;
+  ASSERT_EQ(b.dev->alloc_mw(b.pd, mw), Status::ok);
+  const Sge rg = b.sge(100000, 64);
+  ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{5, {&rg, 1}}), Status::ok);
+  connect();
+  // Bind 4 KiB at offset 8192 for remote write; the bind completes in send-queue order.
+  ASSERT_EQ(b.dev->bind_mw(b.qp, mw, region, b.addr(8192), 4096, Access::remote_write, 42, true), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*b.dev, b.scq, wc));
+  EXPECT_EQ(wc.opcode, WcOpcode::bind);
+  EXPECT_EQ(wc.wr_id, 42u);
+  const std::uint32_t stag = b.dev->query_mr(mw).stag;
+  EXPECT_EQ(b.dev->dereg_mr(region), Status::in_use) << "a bound window still grants access to it";
+  std::fill(a.buf.begin(), a.buf.begin() + 4096, 0x3C);
+  const Sge w = a.sge(0, 4096);
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::rdma_write, {&w, 1}, stag, b.addr(8192)}), Status::ok);
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_TRUE(std::all_of(b.buf.begin() + 8192, b.buf.begin() + 8192 + 4096, [](std::uint8_t c) { return c == 0x3C; }));
+  // The peer invalidates the window with its Send; the window's STag is then refused.
+  const Sge s = a.sge(0, 8);
+  SendWr inv{2, SendOpcode::send_invalidate, {&s, 1}};
+  inv.invalidate_stag = stag;
+  ASSERT_EQ(a.dev->post_send(a.qp, inv), Status::ok);
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  EXPECT_EQ(wc.wr_id, 5u);
+  EXPECT_EQ(wc.invalidated_stag, stag);
+  EXPECT_EQ(b.dev->dereg_mr(region), Status::ok) << "no window is bound any more";
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{3, SendOpcode::rdma_write, {&w, 1}, stag, b.addr(8192)}), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(b.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::broken) << "an invalidated window's STag terminates";
+}
+
+TEST_F(Pair, WindowBoundsAndRebindKeys) {
+  Mr* region = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), 65536, Access::local_write, region), Status::ok);
+  Mr* mw = nullptr;
+  ASSERT_EQ(b.dev->alloc_mw(b.pd, mw), Status::ok);
+  connect();
+  EXPECT_EQ(b.dev->bind_mw(b.qp, mw, region, b.addr(65000), 4096, Access::remote_write, 1, false), Status::length_error)
+      << "beyond the region";
+  Mr* ro = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), 4096, Access::local_read, ro), Status::ok);
+  EXPECT_EQ(b.dev->bind_mw(b.qp, mw, ro, b.addr(), 64, Access::remote_write, 1, false), Status::protection_violation)
+      << "remote write through a window needs a locally writable region";
+  ASSERT_EQ(b.dev->bind_mw(b.qp, mw, region, b.addr(), 64, Access::remote_write, 1, false), Status::ok);
+  const std::uint32_t first = b.dev->query_mr(mw).stag;
+  ASSERT_EQ(b.dev->bind_mw(b.qp, mw, region, b.addr(128), 64, Access::remote_write, 2, false), Status::ok);
+  const std::uint32_t second = b.dev->query_mr(mw).stag;
+  EXPECT_NE(first, second) << "each bind gives a new key";
+  const Sge w = a.sge(0, 100);
+  // 100 bytes into a 64-byte window: out of bounds.
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::rdma_write, {&w, 1}, second, b.addr(128)}), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(b.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::broken);
+}

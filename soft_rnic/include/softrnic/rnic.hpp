@@ -94,7 +94,7 @@ struct Sge {
   std::uint32_t length = 0;
 };
 
-enum class WcOpcode : std::uint8_t { send, rdma_write, rdma_read, recv };
+enum class WcOpcode : std::uint8_t { send, rdma_write, rdma_read, recv, bind };
 enum class WcStatus : std::uint8_t {
   success,
   flushed,
@@ -113,11 +113,13 @@ struct Wc {
   std::uint32_t byte_len = 0;
   Qp* qp = nullptr;
   void* qp_context = nullptr;
-  Srq* srq = nullptr;  // the buffer came from this SRQ (the consumer reports reaping it)
+  Srq* srq = nullptr;                  // the buffer came from this SRQ (the consumer reports reaping it)
+  std::uint32_t invalidated_stag = 0;  // recv of a Send with Invalidate: the window it invalidated
 };
 
 // rdma_read: sgl (one SGE) is the local sink, rkey/remote_addr the remote source.
-enum class SendOpcode : std::uint8_t { send, send_solicited, rdma_write, rdma_read };
+// send_invalidate: the peer invalidates the memory window `invalidate_stag` names.
+enum class SendOpcode : std::uint8_t { send, send_solicited, rdma_write, rdma_read, send_invalidate };
 struct SendWr {
   std::uint64_t wr_id = 0;
   SendOpcode opcode = SendOpcode::send;
@@ -125,6 +127,7 @@ struct SendWr {
   std::uint32_t rkey = 0;         // rdma_write
   std::uint64_t remote_addr = 0;  // rdma_write
   bool signaled = true;
+  std::uint32_t invalidate_stag = 0;  // send_invalidate
 };
 struct RecvWr {
   std::uint64_t wr_id = 0;
@@ -236,6 +239,12 @@ class Device {
   virtual Status reg_mr(Pd* pd, void* addr, std::uint64_t length, Access access, Mr*& out) = 0;
   virtual Status dereg_mr(Mr* mr) = 0;
   virtual MrInfo query_mr(const Mr* mr) const = 0;
+  // Memory windows (freed with dereg_mr). A bind is a work request on `qp`'s send queue: it takes
+  // effect at once and completes (WcOpcode::bind) in order after what was posted before it;
+  // length 0 unbinds. The window gets a new STag at each bind (query_mr).
+  virtual Status alloc_mw(Pd* pd, Mr*& out) = 0;
+  virtual Status bind_mw(Qp* qp, Mr* mw, Mr* mr, std::uint64_t addr, std::uint64_t length, Access access,
+                         std::uint64_t wr_id, bool signaled) = 0;
 
   virtual Cq* create_cq(std::uint32_t depth, std::function<void()> notify) = 0;
   virtual Status destroy_cq(Cq* cq) = 0;
