@@ -123,14 +123,14 @@ class LoopbackNetdev final : public Netdev {
     port_->cv.notify_all();
   }
 
-  NetdevStats stats() const override { return stats_; }
+  NetdevStats stats() const override { return stats_.snapshot(); }
   std::size_t rx_buffer_bytes() const override { return kMaxQueued * max_dgram_; }
 
  private:
   NetAddr addr_;
   std::shared_ptr<Port> port_;
   std::size_t max_dgram_;
-  NetdevStats stats_{};
+  AtomicNetdevStats stats_;
 };
 
 }  // namespace

@@ -173,7 +173,7 @@ class UdpNetdev final : public Netdev {
     [[maybe_unused]] auto wr = ::write(wake_fd_, &one, sizeof one);
   }
 
-  NetdevStats stats() const override { return stats_; }
+  NetdevStats stats() const override { return stats_.snapshot(); }
   std::size_t rx_buffer_bytes() const override { return rx_buffer_; }
 
  private:
@@ -183,7 +183,7 @@ class UdpNetdev final : public Netdev {
   std::size_t max_dgram_;
   NetAddr local_{};
   int wake_fd_ = -1;
-  NetdevStats stats_{};
+  AtomicNetdevStats stats_;
 };
 
 }  // namespace

@@ -2,15 +2,16 @@
 // backends are chosen at run time from a configuration (make_netdev).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <vector>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace softrnic::netdev {
 
@@ -45,6 +46,17 @@ struct RxFrame {
 struct NetdevStats {
   std::uint64_t tx_frames = 0, tx_bytes = 0, tx_dropped = 0;
   std::uint64_t rx_frames = 0, rx_bytes = 0, rx_truncated = 0;
+};
+
+// The counters behind NetdevStats: a backend may send from one thread while another reads.
+struct AtomicNetdevStats {
+  std::atomic<std::uint64_t> tx_frames{0}, tx_bytes{0}, tx_dropped{0};
+  std::atomic<std::uint64_t> rx_frames{0}, rx_bytes{0}, rx_truncated{0};
+  NetdevStats snapshot() const {
+    return {tx_frames.load(std::memory_order_relaxed),  tx_bytes.load(std::memory_order_relaxed),
+            tx_dropped.load(std::memory_order_relaxed), rx_frames.load(std::memory_order_relaxed),
+            rx_bytes.load(std::memory_order_relaxed),   rx_truncated.load(std::memory_order_relaxed)};
+  }
 };
 
 // A seeded impairment plan, applied to every datagram a netdev sends. The same seed and the
