@@ -67,6 +67,7 @@ DAT_RETURN psp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd_h,
 // A PSP on a free conn_qual of the range reserved for it.
 DAT_RETURN psp_create_any(DAT_IA_HANDLE h, DAT_CONN_QUAL* qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags,
                           DAT_PSP_HANDLE* out) {
+  if (!is_live(h, Kind::ia)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
   if (!qual) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   constexpr DAT_CONN_QUAL kFirst = 0x10000, kCount = 0x10000;
   for (DAT_CONN_QUAL q = kFirst; q < kFirst + kCount; ++q) {
