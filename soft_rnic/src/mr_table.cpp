@@ -14,8 +14,7 @@ std::string_view to_string(MrCheck c) {
   return "?";
 }
 
-Status MrTable::reg(Pd* pd, std::uint64_t addr, std::uint64_t length, Access access, Mr*& out) {
-  if (!pd || length == 0 || addr + length < addr) return Status::invalid_param;
+Status MrTable::add(Mr proto, Mr*& out) {
   if (live_ >= max_) return Status::insufficient_resources;
   std::uint32_t idx;
   if (!free_.empty()) {
@@ -27,13 +26,18 @@ Status MrTable::reg(Pd* pd, std::uint64_t addr, std::uint64_t length, Access acc
     slots_.push_back({});
   }
   Slot& s = slots_[idx];
-  s.key = static_cast<std::uint8_t>(s.key + 1);
-  auto* mr = new Mr{idx << 8 | s.key, pd, addr, length, access};
-  s.mr = mr;
-  pd->users++;
+  s.key = static_cast<std::uint8_t>(s.key + 1);  // a reused index gets a new key
+  proto.stag = idx << 8 | s.key;
+  s.mr = new Mr(proto);
+  proto.pd->users++;
   live_++;
-  out = mr;
+  out = s.mr;
   return Status::ok;
+}
+
+Status MrTable::reg(Pd* pd, std::uint64_t addr, std::uint64_t length, Access access, Mr*& out) {
+  if (!pd || length == 0 || addr + length < addr) return Status::invalid_param;
+  return add(Mr{0, pd, addr, length, access}, out);
 }
 
 void MrTable::clear() {
@@ -46,24 +50,10 @@ void MrTable::clear() {
 
 Status MrTable::alloc_window(Pd* pd, Mr*& out) {
   if (!pd) return Status::invalid_param;
-  if (live_ >= max_) return Status::insufficient_resources;
-  std::uint32_t idx;
-  if (!free_.empty()) {
-    idx = free_.back();
-    free_.pop_back();
-  } else {
-    if (slots_.size() >= (1u << 24)) return Status::insufficient_resources;
-    idx = static_cast<std::uint32_t>(slots_.size());
-    slots_.push_back({});
-  }
-  Slot& s = slots_[idx];
-  s.key = static_cast<std::uint8_t>(s.key + 1);
-  auto* mw = new Mr{idx << 8 | s.key, pd, 0, 0, Access::none, true, nullptr, 0};
-  s.mr = mw;
-  pd->users++;
-  live_++;
-  out = mw;
-  return Status::ok;
+  Mr w;
+  w.pd = pd;
+  w.window = true;
+  return add(w, out);
 }
 
 Status MrTable::bind_window(Mr* mw, Mr* mr, std::uint64_t addr, std::uint64_t len, Access access) {

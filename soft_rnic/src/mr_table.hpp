@@ -59,6 +59,9 @@ class MrTable {
   std::size_t live() const { return live_; }
 
  private:
+  // Puts a copy of `proto` in a free slot under a fresh STag.
+  Status add(Mr proto, Mr*& out);
+
   struct Slot {
     Mr* mr = nullptr;
     std::uint8_t key = 0;
