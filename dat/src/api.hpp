@@ -81,6 +81,9 @@ DAT_RETURN cr_query(DAT_CR_HANDLE cr, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM* p);
 DAT_RETURN cr_accept(DAT_CR_HANDLE cr, DAT_EP_HANDLE ep, DAT_COUNT pd_size, const DAT_PVOID pd);
 DAT_RETURN cr_reject(DAT_CR_HANDLE cr, DAT_COUNT pd_size, const DAT_PVOID pd);
 void free_psp(Psp* psp);
+DAT_RETURN cr_handoff(DAT_CR_HANDLE cr, DAT_CONN_QUAL qual);
+DAT_RETURN ep_dup_connect(DAT_EP_HANDLE ep, DAT_EP_HANDLE dup, DAT_TIMEOUT timeout, DAT_COUNT pd_size,
+                          const DAT_PVOID pd, DAT_QOS qos);
 DAT_RETURN rsp_create(DAT_IA_HANDLE ia, DAT_CONN_QUAL qual, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_RSP_HANDLE* rsp);
 DAT_RETURN rsp_query(DAT_RSP_HANDLE rsp, DAT_RSP_PARAM_MASK mask, DAT_RSP_PARAM* p);
 DAT_RETURN rsp_free(DAT_RSP_HANDLE rsp);

@@ -177,6 +177,25 @@ DAT_RETURN rsp_free(DAT_RSP_HANDLE h) {
   return DAT_SUCCESS;
 }
 
+// Hands a connection request to the PSP of `qual` on the same IA: a new CR and its event there;
+// this CR is gone.
+DAT_RETURN cr_handoff(DAT_CR_HANDLE h, DAT_CONN_QUAL qual) {
+  std::lock_guard lk(api_mutex());
+  Cr* cr = get<Cr>(h, Kind::cr);
+  if (!cr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+  Psp* to = nullptr;
+  for (Obj* o : children_of(cr->ia))
+    if (o->kind == Kind::psp && static_cast<Psp*>(o)->qual == qual) to = static_cast<Psp*>(o);
+  if (!to) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  DAT_SP_HANDLE sp;
+  sp.psp_handle = to;
+  const ConnRequestInfo info{NetAddr{ntohl(cr->remote.sin_addr.s_addr), ntohs(cr->remote.sin_port)}, cr->qual,
+                             cr->private_data};
+  connection_request(cr->ia, to->evd, sp, nullptr, cr->req, info);
+  destroy(cr);
+  return DAT_SUCCESS;
+}
+
 void free_cr(Cr* cr) {
   cr->ia->dev->reject(cr->req, {});
   destroy(cr);

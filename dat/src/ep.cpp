@@ -213,11 +213,39 @@ DAT_RETURN ep_query(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK, DAT_EP_PARAM* p) {
   return DAT_SUCCESS;
 }
 
+namespace {
+
+DAT_RETURN connect_locked(Ep* ep, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout, DAT_COUNT pd_size,
+                          const DAT_PVOID pd, DAT_QOS qos, DAT_CONNECT_FLAGS flags);
+
+}  // namespace
+
 DAT_RETURN ep_connect(DAT_EP_HANDLE h, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout,
                       DAT_COUNT pd_size, const DAT_PVOID pd, DAT_QOS qos, DAT_CONNECT_FLAGS flags) {
   std::lock_guard lk(api_mutex());
   Ep* ep = live_ep(h);
   if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  return connect_locked(ep, addr, qual, timeout, pd_size, pd, qos, flags);
+}
+
+// Connects `h` to the same remote address and conn_qual as the connection of `dup`.
+DAT_RETURN ep_dup_connect(DAT_EP_HANDLE h, DAT_EP_HANDLE dup_h, DAT_TIMEOUT timeout, DAT_COUNT pd_size,
+                          const DAT_PVOID pd, DAT_QOS qos) {
+  std::lock_guard lk(api_mutex());
+  Ep* ep = live_ep(h);
+  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  Ep* dup = live_ep(dup_h);
+  if (!dup) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (dup->state != DAT_EP_STATE_CONNECTED) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);
+  sockaddr_in remote = dup->remote;
+  return connect_locked(ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&remote), dup->remote_qual, timeout, pd_size, pd, qos,
+                        DAT_CONNECT_DEFAULT_FLAG);
+}
+
+namespace {
+
+DAT_RETURN connect_locked(Ep* ep, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout, DAT_COUNT pd_size,
+                          const DAT_PVOID pd, DAT_QOS qos, DAT_CONNECT_FLAGS flags) {
   if (!addr || addr->sa_family != AF_INET) return err(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
   if (pd_size < 0 || pd_size > static_cast<DAT_COUNT>(ep->ia->dev->limits().max_private_data))
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
@@ -241,6 +269,8 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE h, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qu
   }
   return DAT_SUCCESS;
 }
+
+}  // namespace
 
 DAT_RETURN ep_disconnect(DAT_EP_HANDLE h, DAT_CLOSE_FLAGS flags) {
   std::lock_guard lk(api_mutex());

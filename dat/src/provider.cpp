@@ -157,6 +157,8 @@ void fill(DAT_PROVIDER& p) {
   p.lmr_sync_rdma_read_func = lmr_sync_rdma;
   p.lmr_sync_rdma_write_func = lmr_sync_rdma;
   p.psp_create_any_func = psp_create_any;
+  p.cr_handoff_func = cr_handoff;
+  p.ep_dup_connect_func = ep_dup_connect;
   p.rsp_create_func = rsp_create;
   p.rsp_query_func = rsp_query;
   p.rsp_free_func = rsp_free;

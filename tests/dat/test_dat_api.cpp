@@ -295,7 +295,7 @@ TEST(DatApi, BadInputGetsAClearReturn) {
       DAT_INVALID_ADDRESS);
   // Unimplemented calls say so.
   // Still unimplemented calls say so.
-  EXPECT_EQ(type_of(dat_cr_handoff(a.ep, 5)), DAT_NOT_IMPLEMENTED);
+  EXPECT_EQ(type_of(dat_cr_handoff(a.ep, 5)), DAT_INVALID_HANDLE) << "an EP is no CR";
   EXPECT_EQ(type_of(dat_ep_modify(a.ep, DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS, nullptr)), DAT_NOT_IMPLEMENTED);
 }
 
@@ -684,4 +684,48 @@ TEST(DatApi, RmrBindRemoteAccessAndSendWithInvalidate) {
   EXPECT_EQ(dat_lmr_free(b.lmr), DAT_SUCCESS) << "no window bound any more";
   b.lmr = DAT_HANDLE_NULL;
   EXPECT_EQ(dat_rmr_free(rmr), DAT_SUCCESS);
+}
+
+TEST(DatApi, CrHandoffAndDupConnect) {
+  Ia ia;
+  End a, b, c;
+  a.make(ia);
+  b.make(ia);
+  c.make(ia);
+  DAT_EVD_HANDLE cr1, cr2;
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr1), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr2), DAT_SUCCESS);
+  DAT_PSP_HANDLE p1, p2;
+  ASSERT_EQ(dat_psp_create(ia.ia, kQual, cr1, DAT_PSP_CONSUMER_FLAG, &p1), DAT_SUCCESS);
+  ASSERT_EQ(dat_psp_create(ia.ia, kQual + 1, cr2, DAT_PSP_CONSUMER_FLAG, &p2), DAT_SUCCESS);
+  sockaddr_in to = ia_address(ia.ia);
+  const char pd[] = "handoff me";
+  ASSERT_EQ(dat_ep_connect(a.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&to), kQual, kWait, sizeof pd,
+                           const_cast<char*>(pd), DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+            DAT_SUCCESS);
+  DAT_EVENT e = wait_event(cr1);
+  EXPECT_EQ(type_of(dat_cr_handoff(e.event_data.cr_arrival_event_data.cr_handle, 999)), DAT_INVALID_PARAMETER)
+      << "no PSP there";
+  ASSERT_EQ(dat_cr_handoff(e.event_data.cr_arrival_event_data.cr_handle, kQual + 1), DAT_SUCCESS);
+  e = wait_event(cr2);
+  ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+  EXPECT_EQ(e.event_data.cr_arrival_event_data.sp_handle.psp_handle, p2);
+  DAT_CR_PARAM cp;
+  ASSERT_EQ(dat_cr_query(e.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &cp), DAT_SUCCESS);
+  EXPECT_STREQ(static_cast<const char*>(cp.private_data), "handoff me") << "the request travels whole";
+  ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, b.ep, 0, nullptr), DAT_SUCCESS);
+  EXPECT_EQ(wait_event(a.conn).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+  EXPECT_EQ(wait_event(b.conn).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+  // dup_connect: c connects where a is connected (same address and conn_qual: PSP p1).
+  DAT_EP_HANDLE d;
+  ASSERT_EQ(dat_ep_create(ia.ia, ia.pz, c.rcv, c.req, c.conn, nullptr, &d), DAT_SUCCESS);
+  ASSERT_EQ(dat_ep_dup_connect(d, a.ep, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT), DAT_SUCCESS);
+  e = wait_event(cr1);
+  ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+  EXPECT_EQ(e.event_data.cr_arrival_event_data.conn_qual, kQual);
+  ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, c.ep, 0, nullptr), DAT_SUCCESS);
+  EXPECT_EQ(wait_event(c.conn).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+  EXPECT_EQ(wait_event(c.conn).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+  EXPECT_EQ(type_of(dat_ep_dup_connect(d, b.ep, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT)), DAT_INVALID_STATE)
+      << "d is connected already";
 }
