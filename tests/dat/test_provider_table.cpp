@@ -40,6 +40,5 @@ TEST(ProviderTable, EverySlotIsSet) {
   EXPECT_EQ(n, 79u) << "udat_redirection.h of DAT 2.0 has 79 function slots";
   for (std::size_t i = 0; i < n; ++i) EXPECT_NE(slots[i], nullptr) << "slot " << i;
   EXPECT_EQ(DAT_GET_TYPE(g_table->cno_trigger_func(nullptr, nullptr)), DAT_NOT_IMPLEMENTED);
-  EXPECT_EQ(DAT_GET_TYPE(g_table->ep_dup_connect_func(nullptr, nullptr, 0, 0, nullptr, DAT_QOS_BEST_EFFORT)),
-            DAT_NOT_IMPLEMENTED);
+  EXPECT_EQ(DAT_GET_TYPE(g_table->ep_modify_func(nullptr, 0, nullptr)), DAT_NOT_IMPLEMENTED);
 }
