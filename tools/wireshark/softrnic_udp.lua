@@ -10,7 +10,7 @@
 --   last 4  CRC32c (Castagnoli) over header + body, little-endian image
 --
 -- Type 1 (DDP) bodies go to tshark's built-in iwarp_ddp_rdmap dissector; type 3 (CM) and
--- type 4 (STREAM_CTRL) are decoded here; type 2 (ACK) has an empty body.
+-- type 4 (STREAM_CTRL) are decoded here; type 2 (ACK) carries an empty body or SACK blocks.
 --
 --   tshark -X lua_script:tools/wireshark/softrnic_udp.lua [-o softrnic.ports:5041-5104] -r cap.pcap
 --
@@ -26,7 +26,8 @@ proto.prefs.ports = Pref.string("UDP ports", "5041-5104",
 local HDR_LEN, TRAILER_LEN = 20, 4
 
 local TYPE_NAMES = { [1] = "DDP", [2] = "ACK", [3] = "CM", [4] = "STREAM_CTRL" }
-local CM_OPS = { [1] = "CONNECT_REQUEST", [2] = "CONNECT_REPLY", [3] = "REJECT", [4] = "READY_TO_USE" }
+local CM_OPS = { [1] = "CONNECT_REQUEST", [2] = "CONNECT_REPLY", [3] = "REJECT", [4] = "READY_TO_USE",
+                 [5] = "RESET", [6] = "RESET_ACK" }
 local CTRL_OPS = { [1] = "DISCONNECT" }
 local CM_HDR_LEN, CM_MAX_PD = 24, 256
 
@@ -54,10 +55,14 @@ local F = {
   cm_iseq    = ProtoField.uint32("softrnic.cm.init_seq", "Initial sequence number", base.DEC),
   cm_pd      = ProtoField.bytes("softrnic.cm.private_data", "Private data"),
   ctrl_op    = ProtoField.uint32("softrnic.ctrl.op", "Stream control op", base.DEC, CTRL_OPS),
+  sack_count = ProtoField.uint8("softrnic.sack.count", "SACK blocks", base.DEC),
+  sack_start = ProtoField.uint32("softrnic.sack.start", "SACK block start", base.DEC),
+  sack_end   = ProtoField.uint32("softrnic.sack.end", "SACK block end", base.DEC),
 }
 proto.fields = { F.version, F.type, F.flags, F.ackvalid, F.reserved, F.dst_qpn, F.src_qpn, F.seq,
                  F.ack, F.body, F.crc, F.crc_calc, F.crc_status, F.cm_op, F.cm_rsvd, F.cm_pd_len,
-                 F.cm_ird, F.cm_ord, F.cm_cq, F.cm_conn_id, F.cm_iseq, F.cm_pd, F.ctrl_op }
+                 F.cm_ird, F.cm_ord, F.cm_cq, F.cm_conn_id, F.cm_iseq, F.cm_pd, F.ctrl_op,
+                 F.sack_count, F.sack_start, F.sack_end }
 
 local ERR, WARN = expert.severity.ERROR, expert.severity.WARN
 local G = expert.group
@@ -72,7 +77,7 @@ local E = {
   reserved    = ProtoExpert.new("softrnic.reserved_nonzero", "Reserved header field is not 0", G.PROTOCOL, WARN),
   flags       = ProtoExpert.new("softrnic.undefined_flags", "Undefined flag bits set", G.PROTOCOL, WARN),
   qpn         = ProtoExpert.new("softrnic.qpn_range", "QP number exceeds 24 bits", G.PROTOCOL, WARN),
-  ack_body    = ProtoExpert.new("softrnic.ack_body", "ACK frame with a non-empty body", G.MALFORMED, WARN),
+  ack_body    = ProtoExpert.new("softrnic.ack_body", "ACK body that is no SACK list", G.MALFORMED, WARN),
   cm_short    = ProtoExpert.new("softrnic.cm.short", "CM body shorter than the 24-byte CM header",
                                 G.MALFORMED, ERR),
   cm_pd_len   = ProtoExpert.new("softrnic.cm.bad_pd_len", "CM private data length exceeds the body",
@@ -290,11 +295,22 @@ function proto.dissector(tvb, pinfo, tree)
     local ddp_info = tostring(pinfo.cols.info)
     info = string.format("DDP seq=%u ack=%u %s", seq, ack, ddp_info)
   elseif ftype == 2 then
+    -- An empty body, or SACK blocks: count (1 byte), 3 reserved, count x {start, end}.
+    local nblocks = 0
     if body then
-      t:add(F.body, body)
-      t:add_proto_expert_info(E.ack_body, string.format("ACK body of %d bytes", body_len))
+      nblocks = body(0, 1):uint()
+      if body_len ~= 4 + 8 * nblocks or nblocks > 32 or body(1, 3):uint() ~= 0 then
+        t:add(F.body, body)
+        t:add_proto_expert_info(E.ack_body, string.format("ACK body of %d bytes is no SACK list", body_len))
+      else
+        t:add(F.sack_count, body(0, 1))
+        for i = 0, nblocks - 1 do
+          t:add(F.sack_start, body(4 + 8 * i, 4))
+          t:add(F.sack_end, body(8 + 8 * i, 4))
+        end
+      end
     end
-    info = string.format("ACK ack=%u", ack)
+    info = string.format("ACK ack=%u sack=%d", ack, nblocks)
   elseif ftype == 3 then
     if body then
       info = dissect_cm(body:tvb(), pinfo, t)
