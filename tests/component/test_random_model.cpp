@@ -54,6 +54,7 @@ struct Rig {
   std::mutex ev_mu;
   std::vector<std::string> events;
   int established = 0;
+  std::deque<ConnRequest*> reqs;  // listen callback target; must outlive the devices
   std::unique_ptr<Device> a, b;
   Pd *pa = nullptr, *pb = nullptr;
   Cq *a_scq = nullptr, *a_rcq = nullptr, *b_scq = nullptr, *b_rcq = nullptr;
@@ -154,7 +155,7 @@ void run(std::uint64_t seed, AllocPolicy policy, std::uint16_t port, int total_o
     };
     ASSERT_EQ(r.b->create_qp(ib, r.qb[i]), Status::ok);
   }
-  std::deque<ConnRequest*> reqs;
+  std::deque<ConnRequest*>& reqs = r.reqs;
   ASSERT_EQ(r.b->listen(5,
                         [&](ConnRequest* q, const ConnRequestInfo&) {
                           std::lock_guard lk(ev_mu);
