@@ -1,22 +1,12 @@
 #include "softrnic/dat/ia_params.hpp"
 
-#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 
 namespace softrnic::dat {
 namespace {
 
-template <typename T>
-bool parse_uint(std::string_view v, T lo, T hi, T& out) {
-  std::uint64_t x = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc() || p != v.data() + v.size() || x < static_cast<std::uint64_t>(lo) ||
-      x > static_cast<std::uint64_t>(hi))
-    return false;
-  out = static_cast<T>(x);
-  return true;
-}
+using netdev::parse_uint;
 
 bool parse_bool(std::string_view v, bool& out) {
   if (v == "1" || v == "true" || v == "yes") return out = true, true;

@@ -26,15 +26,6 @@ bool parse_prob(std::string_view v, double& out) {
   return true;
 }
 
-template <typename T>
-bool parse_uint(std::string_view v, T max, T& out) {
-  std::uint64_t x = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc() || p != v.data() + v.size() || x > static_cast<std::uint64_t>(max)) return false;
-  out = static_cast<T>(x);
-  return true;
-}
-
 class ImpairedNetdev final : public Netdev {
  public:
   ImpairedNetdev(std::unique_ptr<Netdev> inner, const ImpairPlan& plan)
@@ -169,7 +160,7 @@ bool parse_impair(std::string_view spec, char sep, ImpairPlan& plan, std::string
     const auto key = item.substr(0, eq), val = item.substr(eq + 1);
     bool ok;
     if (key == "seed") {
-      ok = parse_uint<std::uint64_t>(val, ~std::uint64_t{0}, plan.seed);
+      ok = parse_uint<std::uint64_t>(val, 0, ~std::uint64_t{0}, plan.seed);
     } else if (key == "drop") {
       ok = parse_prob(val, plan.drop);
     } else if (key == "dup") {
@@ -177,9 +168,9 @@ bool parse_impair(std::string_view spec, char sep, ImpairPlan& plan, std::string
     } else if (key == "corrupt") {
       ok = parse_prob(val, plan.corrupt);
     } else if (key == "reorder") {
-      ok = parse_uint<std::uint32_t>(val, 4096, plan.reorder);
+      ok = parse_uint<std::uint32_t>(val, 0, 4096, plan.reorder);
     } else if (key == "delay") {
-      ok = parse_uint<std::uint32_t>(val, 10'000'000, plan.delay_us);
+      ok = parse_uint<std::uint32_t>(val, 0, 10'000'000, plan.delay_us);
     } else {
       error = "impairment: unknown key '" + std::string(key) + "' (known: seed, drop, dup, reorder, delay, corrupt)";
       return false;

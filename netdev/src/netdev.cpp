@@ -31,6 +31,14 @@ bool parse_ipv4(const std::string& s, std::uint32_t& ip) {
   return true;
 }
 
+bool parse_uint(std::string_view v, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
+  std::uint64_t x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi) return false;
+  out = x;
+  return true;
+}
+
 std::unique_ptr<Netdev> make_netdev(const NetdevConfig& config, std::string& error) {
   NetdevConfig cfg = config;
   if (cfg.max_datagram == 0) {

@@ -25,6 +25,16 @@ struct NetAddr {
 std::string to_string(const NetAddr& a);
 // Parses dotted-quad IPv4 ("127.0.0.1"); false on bad syntax.
 bool parse_ipv4(const std::string& s, std::uint32_t& ip);
+// Parses a whole decimal number in [lo, hi]; false (out untouched) on bad syntax or range.
+// The config-string parsers (impairment plans here, the DAT provider's ia_params) share it.
+bool parse_uint(std::string_view v, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out);
+template <typename T>
+bool parse_uint(std::string_view v, T lo, T hi, T& out) {
+  std::uint64_t x = 0;
+  if (!parse_uint(v, static_cast<std::uint64_t>(lo), static_cast<std::uint64_t>(hi), x)) return false;
+  out = static_cast<T>(x);
+  return true;
+}
 
 // One datagram, gathered from up to three pieces (header, payload straight from registered
 // memory, trailer) so the sender need not copy the payload.
