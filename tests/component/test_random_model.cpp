@@ -118,6 +118,17 @@ void run(std::uint64_t seed, AllocPolicy policy, std::uint16_t port, int total_o
 
   std::mutex& ev_mu = r.ev_mu;
   int& established = r.established;
+  // Counts establishments; anything else a connection reports is kept to print on failure.
+  const auto note_event = [&](const char* side) {
+    return [&r, side](Qp*, const CmEvent& ev) {
+      std::lock_guard lk(r.ev_mu);
+      if (ev.type == CmEventType::established) {
+        r.established++;
+      } else {
+        r.events.push_back(std::string(side) + ": " + std::string(to_string(ev.type)) + " " + ev.reason);
+      }
+    };
+  };
   for (int i = 0; i < kConns; ++i) {
     QpInit ia;
     ia.pd = r.pa;
@@ -127,14 +138,7 @@ void run(std::uint64_t seed, AllocPolicy policy, std::uint16_t port, int total_o
     ia.max_recv_wr = 16;
     ia.max_sge = 1;
     ia.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i));
-    ia.on_event = [&](Qp*, const CmEvent& ev) {
-      std::lock_guard lk(ev_mu);
-      if (ev.type == CmEventType::established) {
-        established++;
-      } else {
-        r.events.push_back("A: " + std::string(to_string(ev.type)) + " " + ev.reason);
-      }
-    };
+    ia.on_event = note_event("A");
     ASSERT_EQ(r.a->create_qp(ia, r.qa[i]), Status::ok);
     QpInit ib;
     ib.pd = r.pb;
@@ -145,14 +149,7 @@ void run(std::uint64_t seed, AllocPolicy policy, std::uint16_t port, int total_o
     ib.max_sge = 1;
     ib.context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i));
     ib.srq = r.srq;
-    ib.on_event = [&](Qp*, const CmEvent& ev) {
-      std::lock_guard lk(ev_mu);
-      if (ev.type == CmEventType::established) {
-        established++;
-      } else {
-        r.events.push_back("B: " + std::string(to_string(ev.type)) + " " + ev.reason);
-      }
-    };
+    ib.on_event = note_event("B");
     ASSERT_EQ(r.b->create_qp(ib, r.qb[i]), Status::ok);
   }
   std::deque<ConnRequest*>& reqs = r.reqs;

@@ -56,8 +56,10 @@ Result run_once(const std::string& netdev, const netdev::ImpairPlan& plan, std::
   constexpr std::uint32_t kMsg = 65536, kDepth = 32;
   std::vector<std::uint8_t> src(std::size_t{kMsg} * kDepth, 0x5A), dst(std::size_t{kMsg} * kDepth);
   Mr *ms = nullptr, *md = nullptr;
-  a->reg_mr(pa, src.data(), src.size(), Access::local_read, ms);
-  b->reg_mr(pb, dst.data(), dst.size(), Access::remote_write, md);
+  if (!pa || !pb || !scq || !rcq || !bscq || !brcq) return res.error = "PD/CQ allocation failed", res;
+  if (a->reg_mr(pa, src.data(), src.size(), Access::local_read, ms) != Status::ok ||
+      b->reg_mr(pb, dst.data(), dst.size(), Access::remote_write, md) != Status::ok)
+    return res.error = "memory registration failed", res;
   Qp *qa = nullptr, *qb = nullptr;
   QpInit ia;
   ia.pd = pa;
@@ -65,15 +67,16 @@ Result run_once(const std::string& netdev, const netdev::ImpairPlan& plan, std::
   ia.recv_cq = rcq;
   ia.max_send_wr = 256;
   ia.max_sge = 1;
-  a->create_qp(ia, qa);
+  if (a->create_qp(ia, qa) != Status::ok) return res.error = "create QP A failed", res;
   QpInit ib = ia;
   ib.pd = pb;
   ib.send_cq = bscq;
   ib.recv_cq = brcq;
-  b->create_qp(ib, qb);
+  if (b->create_qp(ib, qb) != Status::ok) return res.error = "create QP B failed", res;
   std::atomic<ConnRequest*> req{nullptr};
-  b->listen(9, [&](ConnRequest* r, const ConnRequestInfo&) { req = r; });
-  a->connect(qa, b->address(), 9, {}, 5000ms);
+  if (b->listen(9, [&](ConnRequest* r, const ConnRequestInfo&) { req = r; }) != Status::ok)
+    return res.error = "listen failed", res;
+  if (a->connect(qa, b->address(), 9, {}, 5000ms) != Status::ok) return res.error = "connect failed", res;
   for (int i = 0; i < 5000 && !req; ++i) std::this_thread::sleep_for(1ms);
   if (!req || b->accept(req, qb, {}) != Status::ok) return res.error = "no connection", res;
   for (int i = 0; i < 5000 && a->qp_state(qa) != QpState::rts; ++i) std::this_thread::sleep_for(1ms);
