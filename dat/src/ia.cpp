@@ -30,7 +30,7 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   if (!prov) return err(DAT_PROVIDER_NOT_FOUND);
   DeviceConfig cfg;
   std::string error;
-  if (!parse_ia_params(params, cfg, error) || !apply_impair_env(cfg, error)) {
+  if (!parse_ia_params(params, cfg, error) || !apply_env(cfg, error)) {
     std::fprintf(stderr, "softrnic: dat_ia_open(%s): %s\n", name, error.c_str());
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
   }

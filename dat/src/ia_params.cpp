@@ -91,4 +91,6 @@ bool apply_impair_env(DeviceConfig& cfg, std::string& error) {
   return true;
 }
 
+bool apply_env(DeviceConfig& cfg, std::string& error) { return apply_impair_env(cfg, error); }
+
 }  // namespace softrnic::dat

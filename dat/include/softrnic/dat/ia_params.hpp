@@ -30,4 +30,8 @@ bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& er
 // Applies SOFTRNIC_IMPAIR from the environment, if set. False with `error` on bad syntax.
 bool apply_impair_env(DeviceConfig& cfg, std::string& error);
 
+// Applies every per-process environment override (SOFTRNIC_IMPAIR, ...) over `cfg`; what
+// dat_ia_open calls after parse_ia_params. False with `error` naming the bad variable.
+bool apply_env(DeviceConfig& cfg, std::string& error);
+
 }  // namespace softrnic::dat
