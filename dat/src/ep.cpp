@@ -326,6 +326,7 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
   wr.sgl = sgl;
   wr.signaled = !(flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG));
   wr.invalidate_stag = invalidate_stag;
+  wr.fence = (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) != 0;  // waits for earlier RDMA Reads
   if (op == SendOpcode::send && (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)) wr.opcode = SendOpcode::send_solicited;
   if (op == SendOpcode::rdma_write || op == SendOpcode::rdma_read) {
     if (!remote) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);

@@ -384,17 +384,25 @@ class DeviceImpl final : public Device {
       close_qp(*qp, CmEventType::disconnected, "");
       return Status::ok;
     }
-    qp->state = QpState::closing;
     qp->cm = CmPhase::disconnecting;
     qp->cm_deadline = Clock::now() + kDisconnectTimeout;
-    const w::StreamCtrlWire c{w::Be32(static_cast<std::uint32_t>(w::StreamCtrlOp::disconnect))};
-    enqueue_seq(*qp, w::FrameType::stream_ctrl, {{reinterpret_cast<const std::uint8_t*>(&c), sizeof c}});
-    qp->disc_seq = qp->snd_nxt;
-    pump_tx(*qp);
+    // Requests still waiting for RDMA Reads go out first; the disconnect follows them.
+    if (qp->sq_wait.empty()) send_disconnect(*qp);
     nd_->wake();
     return Status::ok;
   }
 
+ private:
+  // Graceful close: the disconnect frame goes behind everything already in the stream.
+  void send_disconnect(Qp& qp) {
+    qp.state = QpState::closing;
+    const w::StreamCtrlWire c{w::Be32(static_cast<std::uint32_t>(w::StreamCtrlOp::disconnect))};
+    enqueue_seq(qp, w::FrameType::stream_ctrl, {{reinterpret_cast<const std::uint8_t*>(&c), sizeof c}});
+    qp.disc_seq = qp.snd_nxt;
+    pump_tx(qp);
+  }
+
+ public:
   // ---- Data path ----
   Status post_recv(Qp* qp, const RecvWr& wr) override {
     std::lock_guard lk(mu_);
@@ -511,60 +519,103 @@ class DeviceImpl final : public Device {
       total += s.length;
     }
     if (total > limits_.max_msg_size) return Status::length_error;
-    if (wr.opcode == SendOpcode::rdma_read) return post_read(*qp, wr, total);
-    const bool write = wr.opcode == SendOpcode::rdma_write;
-    const auto op = write                                      ? w::RdmapOpcode::rdma_write
-                    : wr.opcode == SendOpcode::send_solicited  ? w::RdmapOpcode::send_se
-                    : wr.opcode == SendOpcode::send_invalidate ? w::RdmapOpcode::send_invalidate
-                                                               : w::RdmapOpcode::send;
+    const bool read = wr.opcode == SendOpcode::rdma_read;
+    if (read) {
+      if (wr.sgl.size() > 1) return Status::invalid_param;
+      if (qp->ord == 0) return Status::insufficient_resources;  // the peer takes no RDMA Read at all
+      if (!wr.sgl.empty() && wr.sgl[0].length &&
+          mrs_.check(wr.sgl[0].lkey, qp->init.pd, wr.sgl[0].addr, wr.sgl[0].length, Access::local_write) != MrCheck::ok)
+        return Status::protection_violation;
+    }
+    const WcOpcode wc_op = read                                  ? WcOpcode::rdma_read
+                           : wr.opcode == SendOpcode::rdma_write ? WcOpcode::rdma_write
+                                                                 : WcOpcode::send;
+    SendWqe& wqe = qp->sq.emplace_back(
+        SendWqe{wr.wr_id, wc_op, wr.signaled, 0, static_cast<std::uint32_t>(total), nullptr, read, false, false});
+    WaitingWr w{wr.opcode,
+                std::make_shared<const std::vector<Sge>>(wr.sgl.begin(), wr.sgl.end()),
+                wr.rkey,
+                wr.remote_addr,
+                wr.invalidate_stag,
+                total,
+                wr.fence,
+                &wqe};
+    if (qp->sq_wait.empty() && can_issue(*qp, w)) {
+      issue(*qp, w);
+      pump_tx(*qp);
+    } else {
+      qp->sq_wait.push_back(std::move(w));  // issued when the reads ahead of it complete
+    }
+    return Status::ok;
+  }
+
+ private:
+  // Whether a work request may go on the wire now: an RDMA Read needs a free ORD slot, a fenced
+  // request needs every earlier RDMA Read completed.
+  static bool can_issue(const Qp& qp, const WaitingWr& w) {
+    if (w.opcode == SendOpcode::rdma_read && qp.reads_out.size() >= qp.ord) return false;
+    if (w.fence && !qp.reads_out.empty()) return false;
+    return true;
+  }
+
+  // Issues the waiting requests at the head of sq_wait that may go now, in order.
+  void issue_waiting(Qp& qp) {
+    bool any = false;
+    while (!qp.sq_wait.empty() && qp.state == QpState::rts && can_issue(qp, qp.sq_wait.front())) {
+      issue(qp, qp.sq_wait.front());
+      qp.sq_wait.pop_front();
+      any = true;
+    }
+    if (any) pump_tx(qp);
+    if (qp.sq_wait.empty() && qp.cm == CmPhase::disconnecting && qp.state == QpState::rts) send_disconnect(qp);
+  }
+
+  // Puts a Send, Send with Invalidate or RDMA Write into the stream as DDP segments, or an RDMA
+  // Read as its Read Request (QN 1, its own MSN, naming our sink and the peer's source; it
+  // completes when the whole Read Response has arrived in stream order).
+  void issue(Qp& qp, const WaitingWr& w) {
+    SendWqe& wqe = *w.wqe;
+    wqe.issued = true;
+    wqe.sgl = w.sgl;
+    const std::uint64_t total = w.total;
+    if (w.opcode == SendOpcode::rdma_read) {
+      const Sge sink = w.sgl->empty() ? Sge{} : (*w.sgl)[0];
+      std::uint8_t h[sizeof(w::DdpUntaggedHdr)];
+      const std::size_t hl =
+          w::encode_untagged(h, w::RdmapOpcode::read_request, true, w::kQnReadRequest, qp.read_msn++, 0);
+      const w::ReadRequestHdr rr{w::Be32(sink.lkey), w::Be64(sink.addr), w::Be32(static_cast<std::uint32_t>(total)),
+                                 w::Be32(w.rkey), w::Be64(w.remote_addr)};
+      enqueue_seq(qp, w::FrameType::ddp,
+                  {std::span<const std::uint8_t>(h, hl), {reinterpret_cast<const std::uint8_t*>(&rr), sizeof rr}});
+      wqe.end_seq = qp.snd_nxt;
+      qp.reads_out.push_back(ReadOut{sink.lkey, sink.addr, static_cast<std::uint32_t>(total), 0, 0, false, &wqe});
+      return;
+    }
+    const bool write = w.opcode == SendOpcode::rdma_write;
+    const auto op = write                                     ? w::RdmapOpcode::rdma_write
+                    : w.opcode == SendOpcode::send_solicited  ? w::RdmapOpcode::send_se
+                    : w.opcode == SendOpcode::send_invalidate ? w::RdmapOpcode::send_invalidate
+                                                              : w::RdmapOpcode::send;
     const std::size_t hdr = write ? sizeof(w::DdpTaggedHdr) : sizeof(w::DdpUntaggedHdr);
     const std::size_t mss = nd_->max_datagram() - w::kFrameOverhead - hdr;
-    const std::uint32_t msn = write ? 0 : qp->send_msn++;
-    auto sgl = std::make_shared<const std::vector<Sge>>(wr.sgl.begin(), wr.sgl.end());
+    const std::uint32_t msn = write ? 0 : qp.send_msn++;
     std::uint64_t off = 0;
     do {
       const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(mss, total - off));
       const bool last = off + len == total;
       std::uint8_t h[sizeof(w::DdpUntaggedHdr)];
       const std::size_t hl =
-          write ? w::encode_tagged(h, op, last, wr.rkey, wr.remote_addr + off)
-                : w::encode_untagged(h, op, last, w::kQnSend, msn, static_cast<std::uint32_t>(off), wr.invalidate_stag);
-      SeqFrame& f = enqueue_seq(*qp, w::FrameType::ddp, {std::span<const std::uint8_t>(h, hl)});
+          write ? w::encode_tagged(h, op, last, w.rkey, w.remote_addr + off)
+                : w::encode_untagged(h, op, last, w::kQnSend, msn, static_cast<std::uint32_t>(off), w.invalidate_stag);
+      SeqFrame& f = enqueue_seq(qp, w::FrameType::ddp, {std::span<const std::uint8_t>(h, hl)});
       if (len > 0) {
-        f.sgl = sgl;
+        f.sgl = w.sgl;
         f.sgl_off = off;
         f.len = len;
       }
       off += len;
     } while (off < total);
-    qp->sq.push_back(SendWqe{wr.wr_id, write ? WcOpcode::rdma_write : WcOpcode::send, wr.signaled, qp->snd_nxt,
-                             static_cast<std::uint32_t>(total), std::move(sgl)});
-    pump_tx(*qp);
-    return Status::ok;
-  }
-
- private:
-  // An RDMA Read: one Read Request (QN 1, its own MSN) naming our sink (one SGE, local write) and
-  // the peer's source; it completes when the whole Read Response has arrived in stream order.
-  Status post_read(Qp& qp, const SendWr& wr, std::uint64_t total) {
-    if (wr.sgl.size() > 1) return Status::invalid_param;
-    if (qp.reads_out.size() >= qp.ord) return Status::insufficient_resources;  // ORD reached
-    const Sge sink = wr.sgl.empty() ? Sge{} : wr.sgl[0];
-    if (sink.length && mrs_.check(sink.lkey, qp.init.pd, sink.addr, sink.length, Access::local_write) != MrCheck::ok)
-      return Status::protection_violation;
-    std::uint8_t h[sizeof(w::DdpUntaggedHdr)];
-    const std::size_t hl =
-        w::encode_untagged(h, w::RdmapOpcode::read_request, true, w::kQnReadRequest, qp.read_msn++, 0);
-    const w::ReadRequestHdr rr{w::Be32(sink.lkey), w::Be64(sink.addr), w::Be32(static_cast<std::uint32_t>(total)),
-                               w::Be32(wr.rkey), w::Be64(wr.remote_addr)};
-    enqueue_seq(qp, w::FrameType::ddp,
-                {std::span<const std::uint8_t>(h, hl), {reinterpret_cast<const std::uint8_t*>(&rr), sizeof rr}});
-    SendWqe& s = qp.sq.emplace_back(SendWqe{wr.wr_id, WcOpcode::rdma_read, wr.signaled, qp.snd_nxt,
-                                            static_cast<std::uint32_t>(total), nullptr, true, false});
-    qp.reads_out.push_back(ReadOut{sink.lkey, sink.addr, static_cast<std::uint32_t>(total), 0, 0, false, &s});
-    if (total == 0) qp.reads_out.back().seq_seen = false;
-    pump_tx(qp);
-    return Status::ok;
+    wqe.end_seq = qp.snd_nxt;
   }
 
   // Completes send-queue entries in posting order: a Send or Write when the peer acknowledged its
@@ -572,7 +623,7 @@ class DeviceImpl final : public Device {
   void complete_sends(Qp& qp) {
     while (!qp.sq.empty()) {
       const SendWqe& s = qp.sq.front();
-      if (s.is_read ? !s.read_done : !seq_le(s.end_seq, qp.snd_una)) break;
+      if (!s.issued || (s.is_read ? !s.read_done : !seq_le(s.end_seq, qp.snd_una))) break;
       if (s.signaled)
         push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::success, s.byte_len, &qp, qp.init.context});
       qp.sq.pop_front();
@@ -870,6 +921,7 @@ class DeviceImpl final : public Device {
       push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::flushed, 0, &qp, qp.init.context});
     }
     qp.sq.clear();
+    qp.sq_wait.clear();
     qp.reads_out.clear();
     qp.reads_in.clear();
     qp.responses_end.clear();
@@ -1166,7 +1218,7 @@ class DeviceImpl final : public Device {
     qp.snd_una = ack;
     complete_sends(qp);
     while (!qp.responses_end.empty() && seq_le(qp.responses_end.front(), ack)) qp.responses_end.pop_front();
-    if (qp.cm == CmPhase::disconnecting && seq_le(qp.disc_seq, ack)) {
+    if (qp.cm == CmPhase::disconnecting && qp.state == QpState::closing && seq_le(qp.disc_seq, ack)) {
       close_qp(qp, CmEventType::disconnected, "");
       return;
     }
@@ -1208,7 +1260,9 @@ class DeviceImpl final : public Device {
   }
 
   void handle_ddp(Qp& qp, std::span<const std::uint8_t> body, std::uint32_t seq) {
-    if (qp.state != QpState::rts) return;  // closing or terminated: nothing more is placed
+    // Terminated: nothing more is placed. Closing (our graceful disconnect is in the stream): what
+    // the peer sent before it sees our disconnect still lands, Read Responses included.
+    if (qp.state != QpState::rts && qp.state != QpState::closing) return;
     w::DdpSegment s;
     const w::DecodeError e = w::decode_ddp(body, s);
     if (e != w::DecodeError::none) {
@@ -1237,7 +1291,9 @@ class DeviceImpl final : public Device {
       case w::RdmapOpcode::send_invalidate:
       case w::RdmapOpcode::send_se_invalidate: place_untagged(qp, s, seq); return;
       case w::RdmapOpcode::rdma_write: place_tagged(qp, s); return;
-      case w::RdmapOpcode::read_request: queue_read_request(qp, s, seq); return;
+      case w::RdmapOpcode::read_request:
+        if (qp.state == QpState::rts) queue_read_request(qp, s, seq);  // none answered behind our disconnect
+        return;
       case w::RdmapOpcode::read_response: place_read_response(qp, s, seq); return;
       case w::RdmapOpcode::terminate: {
         ctr_.terminates_received++;
@@ -1438,7 +1494,10 @@ class DeviceImpl final : public Device {
       qp.reads_out.pop_front();
       any = true;
     }
-    if (any) complete_sends(qp);
+    if (any) {
+      complete_sends(qp);
+      issue_waiting(qp);  // reads that waited for an ORD slot, requests behind a fence
+    }
   }
 
   void tagged_violation(Qp& qp, MrCheck c, bool read) {

@@ -69,6 +69,20 @@ struct SendWqe {
   std::shared_ptr<const std::vector<Sge>> sgl;  // holds its regions until completion
   bool is_read = false;
   bool read_done = false;  // the whole Read Response has arrived (in stream order)
+  bool issued = true;      // false while it waits in Qp::sq_wait (ORD reached, or a fence)
+};
+
+// A posted send-queue work request that is not on the wire yet: an RDMA Read beyond the ORD, a
+// request with a read fence while RDMA Reads are outstanding, or anything posted behind those.
+struct WaitingWr {
+  SendOpcode opcode = SendOpcode::send;
+  std::shared_ptr<const std::vector<Sge>> sgl;
+  std::uint32_t rkey = 0;
+  std::uint64_t remote_addr = 0;
+  std::uint32_t invalidate_stag = 0;
+  std::uint64_t total = 0;
+  bool fence = false;
+  SendWqe* wqe = nullptr;  // its entry on sq
 };
 
 // An RDMA Read this QP requested: where its response goes.
@@ -159,7 +173,8 @@ struct Qp {
   std::uint32_t rq_allocated = 0;  // entries of rq holding a buffer
   std::uint32_t soft_hw = kNoWatermark, hard_hw = kNoWatermark;
   bool soft_hw_armed = false;
-  std::deque<SendWqe> sq;  // posted, not completed, in order
+  std::deque<SendWqe> sq;         // posted, not completed, in order
+  std::deque<WaitingWr> sq_wait;  // the tail of sq that is not issued yet, in order
 
   QpCounters ctr{};
 };

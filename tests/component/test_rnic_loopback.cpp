@@ -68,13 +68,23 @@ struct Side {
   std::vector<std::uint8_t> buf;
   Mr* mr = nullptr;
 
-  void open(std::uint16_t port, std::size_t max_dgram = 1472) {
+  netdev::HoldingNetdev* hold = nullptr;  // set when opened with `holding`: can hold what this side sends
+
+  void open(std::uint16_t port, std::size_t max_dgram = 1472, bool holding = false) {
     DeviceConfig c;
     c.netdev.kind = "loopback";
     c.netdev.port = port;
     c.netdev.max_datagram = max_dgram;
     std::string e;
-    dev = Device::open(c, e);
+    if (holding) {
+      auto inner = netdev::make_netdev(c.netdev, e);
+      ASSERT_TRUE(inner) << e;
+      auto h = netdev::make_holding(std::move(inner), [](std::span<const std::uint8_t>) { return true; });
+      hold = h.get();
+      dev = Device::open(c, std::move(h));
+    } else {
+      dev = Device::open(c, e);
+    }
     ASSERT_TRUE(dev) << e;
     pd = dev->alloc_pd();
     scq = dev->create_cq(1024, nullptr);
@@ -101,12 +111,22 @@ struct Pair : ::testing::Test {
   static constexpr std::uint64_t kQual = 77;
   std::uint16_t base = 0;
 
+  bool hold_b = false;  // b's sends can be held (see HoldingPair)
+
   void SetUp() override {
     static std::uint16_t next = 9000;
     base = next;
     next = static_cast<std::uint16_t>(next + 10);
     a.open(base);
-    b.open(static_cast<std::uint16_t>(base + 1));
+    b.open(static_cast<std::uint16_t>(base + 1), 1472, hold_b);
+  }
+
+  // Releases everything b held and lets it send freely again.
+  void release_b() {
+    b.hold->set_holding(false);
+    std::vector<std::size_t> all(b.hold->held().size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    b.hold->release(all);
   }
 
   // Recreates both QPs with RDMA Read enabled (ORD/IRD per side).
@@ -497,21 +517,103 @@ TEST(RetryLimit, APeerThatStopsAnsweringBreaksTheConnection) {
   EXPECT_GE(p.a->counters().retransmits, 3u);
 }
 
-TEST(RdmaReadOrd, ReadsBeyondTheNegotiatedOrdAreRefused) {
-  // A asks for ORD 4, B's IRD is 2: A may have two reads outstanding. B answers nothing here, so
-  // none completes while A posts.
-  BlackHolePair p;
-  p.open(9710, 12, 4, 2);
-  if (HasFatalFailure()) return;
-  p.hole->set_holding(true);
-  std::vector<std::uint8_t> buf(64);
-  Mr* mr = nullptr;
-  ASSERT_EQ(p.a->reg_mr(p.pa, buf.data(), buf.size(), Access::local_write, mr), Status::ok);
-  const Sge sink{p.a->query_mr(mr).stag, reinterpret_cast<std::uintptr_t>(buf.data()), 64};
-  const SendWr wr{1, SendOpcode::rdma_read, {&sink, 1}, 0x1234, 0x1000};
-  EXPECT_EQ(p.a->post_send(p.qa, wr), Status::ok);
-  EXPECT_EQ(p.a->post_send(p.qa, wr), Status::ok);
-  EXPECT_EQ(p.a->post_send(p.qa, wr), Status::insufficient_resources) << "min(ORD 4, IRD 2) reached";
+struct HoldingPair : Pair {
+  void SetUp() override {
+    hold_b = true;
+    Pair::SetUp();
+  }
+};
+
+TEST_F(HoldingPair, ReadsBeyondTheNegotiatedOrdWaitForASlot) {
+  // A asks for ORD 4, B's IRD is 1: A may have one read outstanding. B sends nothing until
+  // released, so A posts all four while the first is outstanding; B would terminate the
+  // connection if a second Read Request arrived beyond its IRD.
+  with_reads(4, 0, 0, 1);
+  Mr* rd = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), b.buf.size(), Access::remote_read, rd), Status::ok);
+  connect();
+  for (std::size_t i = 0; i < 4000; ++i) b.buf[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  b.hold->set_holding(true);
+  std::vector<Sge> sinks;
+  for (std::uint32_t i = 0; i < 4; ++i) sinks.push_back(a.sge(i * 1000, 1000));
+  for (std::uint32_t i = 0; i < 4; ++i)
+    ASSERT_EQ(
+        a.dev->post_send(
+            a.qp, SendWr{10 + i, SendOpcode::rdma_read, {&sinks[i], 1}, b.dev->query_mr(rd).stag, b.addr(i * 1000)}),
+        Status::ok)
+        << "read " << i << ": a read beyond the ORD waits instead of failing";
+  EXPECT_FALSE(a.dev->qp_idle(a.qp).second);
+  std::this_thread::sleep_for(50ms);
+  Wc wc;
+  EXPECT_EQ(a.dev->poll_cq(a.scq, {&wc, 1}), 0u) << "nothing completes while B's responses are held";
+  release_b();
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc)) << "read " << i;
+    EXPECT_EQ(wc.wr_id, 10u + i) << "reads complete in posting order";
+    EXPECT_EQ(wc.status, WcStatus::success);
+    EXPECT_EQ(wc.opcode, WcOpcode::rdma_read);
+  }
+  EXPECT_EQ(0, std::memcmp(a.buf.data(), b.buf.data(), 4000));
+  EXPECT_EQ(a.dev->qp_state(a.qp), QpState::rts);
+  EXPECT_EQ(b.dev->counters().terminates_sent, 0u) << "B saw no Read Request beyond its IRD";
+}
+
+TEST_F(HoldingPair, ReadFenceHoldsLaterRequestsUntilEarlierReadsComplete) {
+  with_reads(2, 0, 0, 2);
+  Mr* rd = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), b.buf.size(), Access::remote_read | Access::remote_write, rd),
+            Status::ok);
+  connect();
+  const std::uint32_t key = b.dev->query_mr(rd).stag;
+  std::fill(b.buf.begin(), b.buf.begin() + 64, std::uint8_t{0x11});
+  std::fill(a.buf.begin() + 1000, a.buf.begin() + 1064, std::uint8_t{0x22});
+  std::fill(a.buf.begin() + 2000, a.buf.begin() + 2064, std::uint8_t{0x33});
+  b.hold->set_holding(true);
+  const Sge sink = a.sge(0, 64), src1 = a.sge(1000, 64), src2 = a.sge(2000, 64);
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::rdma_read, {&sink, 1}, key, b.addr(0)}), Status::ok);
+  // Without a fence a Write goes at once, ahead of the read's completion ...
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{2, SendOpcode::rdma_write, {&src1, 1}, key, b.addr(4096)}), Status::ok);
+  // ... with one it waits for the read.
+  SendWr fenced{3, SendOpcode::rdma_write, {&src2, 1}, key, b.addr(8192)};
+  fenced.fence = true;
+  ASSERT_EQ(a.dev->post_send(a.qp, fenced), Status::ok);
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (b.buf[4096] != 0x22 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(b.buf[4096], 0x22) << "the unfenced Write is placed while the read is outstanding";
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(b.buf[8192], 0) << "the fenced Write did not start before the read completed";
+  release_b();
+  Wc wc;
+  for (std::uint64_t id : {1u, 2u, 3u}) {
+    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.status, WcStatus::success);
+  }
+  EXPECT_EQ(a.buf[0], 0x11);
+  EXPECT_EQ(b.buf[8192], 0x33);
+}
+
+TEST_F(HoldingPair, GracefulDisconnectSendsWaitingRequestsFirst) {
+  with_reads(1, 0, 0, 1);
+  Mr* rd = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), b.buf.size(), Access::remote_read, rd), Status::ok);
+  connect();
+  b.hold->set_holding(true);
+  const Sge s1 = a.sge(0, 100), s2 = a.sge(200, 100);
+  const std::uint32_t key = b.dev->query_mr(rd).stag;
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::rdma_read, {&s1, 1}, key, b.addr(0)}), Status::ok);
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{2, SendOpcode::rdma_read, {&s2, 1}, key, b.addr(0)}), Status::ok);
+  ASSERT_EQ(a.dev->disconnect(a.qp, true), Status::ok);
+  release_b();
+  Wc wc;
+  for (std::uint64_t id : {1u, 2u}) {
+    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.status, WcStatus::success) << "a read waiting for the ORD is delivered before the disconnect";
+  }
+  CmEvent e;
+  ASSERT_TRUE(a.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::disconnected);
 }
 
 TEST_F(Pair, RdmaReadFetchesRemoteMemory) {

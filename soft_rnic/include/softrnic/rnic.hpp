@@ -128,6 +128,8 @@ struct SendWr {
   std::uint64_t remote_addr = 0;  // rdma_write
   bool signaled = true;
   std::uint32_t invalidate_stag = 0;  // send_invalidate
+  // Read fence: not started before every earlier RDMA Read of this QP has completed.
+  bool fence = false;
 };
 struct RecvWr {
   std::uint64_t wr_id = 0;
