@@ -66,6 +66,9 @@ DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* io
 DAT_RETURN ep_free(DAT_EP_HANDLE ep);
 DAT_RETURN ep_get_status(DAT_EP_HANDLE ep, DAT_EP_STATE* state, DAT_BOOLEAN* recv_idle, DAT_BOOLEAN* req_idle);
 DAT_RETURN ep_reset(DAT_EP_HANDLE ep);
+DAT_RETURN ep_modify(DAT_EP_HANDLE ep, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM* p);
+Ep* new_provider_ep(Ia* ia);
+DAT_RETURN ready_provider_ep(Ep* ep);
 DAT_RETURN lmr_sync_rdma(DAT_IA_HANDLE ia, const DAT_LMR_TRIPLET* segments, DAT_VLEN n);
 DAT_RETURN psp_create_any(DAT_IA_HANDLE ia, DAT_CONN_QUAL* qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags,
                           DAT_PSP_HANDLE* psp);

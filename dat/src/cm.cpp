@@ -15,6 +15,7 @@ void connection_request(Ia* ia, Evd* evd, DAT_SP_HANDLE sp, Ep* local_ep, ConnRe
   Cr* cr = make<Cr>(ia, ia->provider);
   cr->req = req;
   cr->local_ep = local_ep;
+  cr->provider_ep = local_ep && local_ep->provider_created && local_ep->qp == nullptr;
   cr->qual = info.conn_qual;
   cr->remote.sin_family = AF_INET;
   cr->remote.sin_addr.s_addr = htonl(info.remote.ip);
@@ -33,6 +34,14 @@ void connection_request(Ia* ia, Evd* evd, DAT_SP_HANDLE sp, Ep* local_ep, ConnRe
   evd->post(e);
 }
 
+// The EP the provider made for a request that was rejected, handed off or accepted on another EP.
+void drop_provider_ep(Cr* cr) {
+  if (cr->provider_ep && is_live(cr->local_ep, Kind::ep) &&
+      cr->local_ep->state == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING)
+    free_ep(cr->local_ep);
+  cr->local_ep = nullptr;
+}
+
 }  // namespace
 
 DAT_RETURN psp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd_h, DAT_PSP_FLAGS flags,
@@ -43,9 +52,10 @@ DAT_RETURN psp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd_h,
   Evd* evd = get<Evd>(evd_h, Kind::evd);
   if (!evd || evd->ia != ia || !(evd->flags & DAT_EVD_CR_FLAG))
     return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
-  // ep_creator is DAT_PSP_CREATES_EP_NEVER: provider-created EPs are not supported.
-  if (flags == DAT_PSP_PROVIDER_FLAG) return err(DAT_MODEL_NOT_SUPPORTED);
-  if (flags != DAT_PSP_CONSUMER_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+  // ep_creator is DAT_PSP_CREATES_EP_IFASKED: with DAT_PSP_PROVIDER_FLAG each request comes with
+  // an EP the provider made (in the CR's local_ep_handle).
+  if (flags != DAT_PSP_CONSUMER_FLAG && flags != DAT_PSP_PROVIDER_FLAG)
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
   Psp* psp = make<Psp>(ia, ia->provider);
   psp->qual = qual;
@@ -54,7 +64,8 @@ DAT_RETURN psp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd_h,
   const Status s = ia->dev->listen(qual, [psp](ConnRequest* req, const ConnRequestInfo& info) {
     DAT_SP_HANDLE sp;
     sp.psp_handle = psp;
-    connection_request(psp->ia, psp->evd, sp, nullptr, req, info);
+    Ep* ep = psp->flags == DAT_PSP_PROVIDER_FLAG ? new_provider_ep(psp->ia) : nullptr;
+    connection_request(psp->ia, psp->evd, sp, ep, req, info);
   });
   if (s != Status::ok) {
     destroy(psp);
@@ -113,7 +124,7 @@ DAT_RETURN cr_query(DAT_CR_HANDLE h, DAT_CR_PARAM_MASK, DAT_CR_PARAM* p) {
   p->remote_port_qual = cr->qual;
   p->private_data_size = static_cast<DAT_COUNT>(cr->private_data.size());
   p->private_data = cr->private_data.empty() ? nullptr : cr->private_data.data();
-  p->local_ep_handle = cr->local_ep ? static_cast<DAT_EP_HANDLE>(cr->local_ep) : DAT_HANDLE_NULL;
+  p->local_ep_handle = is_live(cr->local_ep, Kind::ep) ? static_cast<DAT_EP_HANDLE>(cr->local_ep) : DAT_HANDLE_NULL;
   return DAT_SUCCESS;
 }
 
@@ -191,13 +202,16 @@ DAT_RETURN cr_handoff(DAT_CR_HANDLE h, DAT_CONN_QUAL qual) {
   sp.psp_handle = to;
   const ConnRequestInfo info{NetAddr{ntohl(cr->remote.sin_addr.s_addr), ntohs(cr->remote.sin_port)}, cr->qual,
                              cr->private_data};
-  connection_request(cr->ia, to->evd, sp, nullptr, cr->req, info);
+  Ep* ep = to->flags == DAT_PSP_PROVIDER_FLAG ? new_provider_ep(cr->ia) : nullptr;
+  connection_request(cr->ia, to->evd, sp, ep, cr->req, info);
+  drop_provider_ep(cr);
   destroy(cr);
   return DAT_SUCCESS;
 }
 
 void free_cr(Cr* cr) {
   cr->ia->dev->reject(cr->req, {});
+  drop_provider_ep(cr);
   destroy(cr);
 }
 
@@ -205,27 +219,35 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE h, DAT_EP_HANDLE ep_h, DAT_COUNT pd_size, con
   std::lock_guard lk(api_mutex());
   Cr* cr = get<Cr>(h, Kind::cr);
   if (!cr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
-  // A request on an RSP goes to the RSP's EP (the consumer may pass it or DAT_HANDLE_NULL).
+  // A request on an RSP goes to the RSP's EP, one on a provider-flag PSP to the EP the provider
+  // made (the consumer may pass it or DAT_HANDLE_NULL; for the latter also an EP of its own).
+  if (cr->local_ep && !is_live(cr->local_ep, Kind::ep)) cr->local_ep = nullptr;  // the consumer freed it
   Ep* ep = ep_h == DAT_HANDLE_NULL && cr->local_ep ? cr->local_ep : get<Ep>(ep_h, Kind::ep);
-  if (!ep || ep->ia != cr->ia || (cr->local_ep && ep != cr->local_ep))
+  if (!ep || ep->ia != cr->ia || (cr->local_ep && !cr->provider_ep && ep != cr->local_ep))
     return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
   if (pd_size < 0 || pd_size > static_cast<DAT_COUNT>(cr->ia->dev->limits().max_private_data))
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   if (pd_size > 0 && !pd) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
-  const bool reserved_for_it = cr->local_ep == ep && ep->state == DAT_EP_STATE_RESERVED;
+  const bool reserved_for_it = cr->local_ep == ep && (ep->state == DAT_EP_STATE_RESERVED ||
+                                                      ep->state == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
   if (ep->state != DAT_EP_STATE_UNCONNECTED && !reserved_for_it)
     return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+  // The provider's EP needs the PZ and EVDs the consumer gave it with dat_ep_modify.
+  if (DAT_RETURN r = ready_provider_ep(ep); r != DAT_SUCCESS) return r;
   // Copy first: consumers may pass the CR's own private data buffer.
   const auto* b = static_cast<const std::uint8_t*>(pd);
   const std::vector<std::uint8_t> reply(b, b + pd_size);
   ep->state = DAT_EP_STATE_COMPLETION_PENDING;
   ep->remote = cr->remote;
   ep->remote_qual = cr->qual;
+  const DAT_EP_STATE before = ep->state;
   const Status s = cr->ia->dev->accept(cr->req, ep->qp, reply);
   if (s != Status::ok) {
-    ep->state = DAT_EP_STATE_UNCONNECTED;
+    ep->state = before == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING ? before : DAT_EP_STATE_UNCONNECTED;
     return s == Status::length_error ? err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3) : err(DAT_INVALID_STATE);
   }
+  if (cr->local_ep == ep) cr->local_ep = nullptr;  // it is the consumer's now
+  drop_provider_ep(cr);
   destroy(cr);
   return DAT_SUCCESS;
 }
@@ -240,6 +262,7 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE h, DAT_COUNT pd_size, const DAT_PVOID pd) {
   const auto* b = static_cast<const std::uint8_t*>(pd);
   const std::vector<std::uint8_t> reply(b, b + pd_size);
   cr->ia->dev->reject(cr->req, reply);
+  drop_provider_ep(cr);  // the provider's EP for it goes too (as in the OFA providers)
   destroy(cr);
   return DAT_SUCCESS;
 }

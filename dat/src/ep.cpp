@@ -87,6 +87,80 @@ void on_cm_event(Ep* ep, const CmEvent& ev) {
 
 namespace {
 
+// Fills the defaults of an EP's attributes and checks them against the RNIC's limits.
+DAT_RETURN normalize_attr(const Limits& l, const DAT_EP_ATTR* attr, DAT_EP_ATTR& a) {
+  a = DAT_EP_ATTR{};
+  if (attr) {
+    a = *attr;
+  } else {
+    a.service_type = DAT_SERVICE_TYPE_RC;
+    a.max_recv_dtos = a.max_request_dtos = kDefaultDtos;
+    a.max_recv_iov = a.max_request_iov = kDefaultIov;
+    a.max_rdma_read_in = a.max_rdma_read_out = kDefaultRd;
+  }
+  if (a.service_type != DAT_SERVICE_TYPE_RC) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+  if (a.max_message_size == 0) a.max_message_size = l.max_msg_size;
+  if (a.max_rdma_size == 0) a.max_rdma_size = l.max_msg_size;
+  if (a.max_recv_dtos == 0) a.max_recv_dtos = kDefaultDtos;
+  if (a.max_request_dtos == 0) a.max_request_dtos = kDefaultDtos;
+  if (a.max_recv_iov == 0) a.max_recv_iov = kDefaultIov;
+  if (a.max_request_iov == 0) a.max_request_iov = kDefaultIov;
+  if (a.max_recv_dtos < 0 || a.max_request_dtos < 0 || a.max_recv_dtos > static_cast<DAT_COUNT>(l.max_qp_wr) ||
+      a.max_request_dtos > static_cast<DAT_COUNT>(l.max_qp_wr) || a.max_recv_iov < 0 || a.max_request_iov < 0 ||
+      a.max_recv_iov > static_cast<DAT_COUNT>(l.max_sge) || a.max_request_iov > static_cast<DAT_COUNT>(l.max_sge) ||
+      a.max_message_size > l.max_msg_size || a.max_rdma_read_in < 0 || a.max_rdma_read_out < 0 ||
+      a.max_rdma_read_in > static_cast<DAT_COUNT>(l.max_rd) || a.max_rdma_read_out > static_cast<DAT_COUNT>(l.max_rd))
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+  return DAT_SUCCESS;
+}
+
+// Makes a QP for `ep` from a PZ, DTO EVDs and attributes (the EP's own, or those it is about to
+// take), with the EP's SRQ.
+Status build_qp(Ep* ep, Pz* pz, Evd* recv, Evd* req, const DAT_EP_ATTR& a, Qp*& out) {
+  QpInit init;
+  init.pd = pz->pd;
+  init.send_cq = req->cq;
+  init.recv_cq = recv->cq;
+  init.max_send_wr = static_cast<std::uint32_t>(a.max_request_dtos);
+  init.max_recv_wr = static_cast<std::uint32_t>(a.max_recv_dtos);
+  init.max_sge = static_cast<std::uint32_t>(std::max(a.max_recv_iov, a.max_request_iov));
+  init.context = ep;
+  init.ord = static_cast<std::uint32_t>(a.max_rdma_read_out);
+  init.ird = static_cast<std::uint32_t>(a.max_rdma_read_in);
+  init.on_event = [ep](Qp*, const CmEvent& ev) { on_cm_event(ep, ev); };
+  init.srq = ep->srq ? ep->srq->srq : nullptr;
+  init.on_soft_watermark = [ep](Qp*) {
+    post_async(ep->ia, DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, ep, DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT);
+  };
+  return ep->ia->dev->create_qp(init, out);
+}
+
+// The references an EP holds on the objects it names (they cannot be freed meanwhile).
+void attach_refs(Ep* ep) {
+  // Consumer-controlled notification makes threshold 1 mandatory on that EVD (dat_evd_wait).
+  ep->notify_recv = ep->recv_evd && (ep->attr.recv_completion_flags &
+                                     (DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG)) != 0;
+  ep->notify_req = ep->req_evd && (ep->attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG) != 0;
+  if (ep->pz) ep->pz->users++;
+  if (ep->recv_evd) ep->recv_evd->ep_refs++;
+  if (ep->req_evd) ep->req_evd->ep_refs++;
+  if (ep->notify_recv) ep->recv_evd->notify_refs++;
+  if (ep->notify_req) ep->req_evd->notify_refs++;
+  if (ep->conn_evd) ep->conn_evd->ep_refs++;
+  if (ep->srq) ep->srq->ep_refs++;
+}
+
+void detach_refs(Ep* ep) {
+  if (ep->pz) ep->pz->users--;
+  if (ep->recv_evd) ep->recv_evd->ep_refs--;
+  if (ep->req_evd) ep->req_evd->ep_refs--;
+  if (ep->notify_recv) ep->recv_evd->notify_refs--;
+  if (ep->notify_req) ep->req_evd->notify_refs--;
+  if (ep->conn_evd) ep->conn_evd->ep_refs--;
+  if (ep->srq) ep->srq->ep_refs--;
+  ep->notify_recv = ep->notify_req = false;
+}
+
 DAT_RETURN create_ep(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h, DAT_EVD_HANDLE req_h,
                      DAT_EVD_HANDLE conn_h, DAT_SRQ_HANDLE srq_h, const DAT_EP_ATTR* attr, DAT_EP_HANDLE* out) {
   std::lock_guard lk(api_mutex());
@@ -113,72 +187,140 @@ DAT_RETURN create_ep(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h,
     if (!so || so->ia != ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
   }
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
-  const Limits& l = ia->dev->limits();
-  DAT_EP_ATTR a{};
-  if (attr) {
-    a = *attr;
-  } else {
-    a.service_type = DAT_SERVICE_TYPE_RC;
-    a.max_recv_dtos = a.max_request_dtos = kDefaultDtos;
-    a.max_recv_iov = a.max_request_iov = kDefaultIov;
-    a.max_rdma_read_in = a.max_rdma_read_out = kDefaultRd;
-  }
-  if (a.service_type != DAT_SERVICE_TYPE_RC) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
-  if (a.max_message_size == 0) a.max_message_size = l.max_msg_size;
-  if (a.max_rdma_size == 0) a.max_rdma_size = l.max_msg_size;
-  if (a.max_recv_dtos == 0) a.max_recv_dtos = kDefaultDtos;
-  if (a.max_request_dtos == 0) a.max_request_dtos = kDefaultDtos;
-  if (a.max_recv_iov == 0) a.max_recv_iov = kDefaultIov;
-  if (a.max_request_iov == 0) a.max_request_iov = kDefaultIov;
-  if (a.max_recv_dtos < 0 || a.max_request_dtos < 0 || a.max_recv_dtos > static_cast<DAT_COUNT>(l.max_qp_wr) ||
-      a.max_request_dtos > static_cast<DAT_COUNT>(l.max_qp_wr) || a.max_recv_iov < 0 || a.max_request_iov < 0 ||
-      a.max_recv_iov > static_cast<DAT_COUNT>(l.max_sge) || a.max_request_iov > static_cast<DAT_COUNT>(l.max_sge) ||
-      a.max_message_size > l.max_msg_size || a.max_rdma_read_in < 0 || a.max_rdma_read_out < 0 ||
-      a.max_rdma_read_in > static_cast<DAT_COUNT>(l.max_rd) || a.max_rdma_read_out > static_cast<DAT_COUNT>(l.max_rd))
-    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+  DAT_EP_ATTR a;
+  if (DAT_RETURN r = normalize_attr(ia->dev->limits(), attr, a); r != DAT_SUCCESS) return r;
   Ep* ep = make<Ep>(ia, ia->provider);
   ep->pz = pz;
   ep->recv_evd = recv;
   ep->req_evd = req;
   ep->conn_evd = conn;
-  ep->attr = a;
-  QpInit init;
-  init.pd = pz->pd;
-  init.send_cq = req->cq;
-  init.recv_cq = recv->cq;
-  init.max_send_wr = static_cast<std::uint32_t>(a.max_request_dtos);
-  init.max_recv_wr = static_cast<std::uint32_t>(a.max_recv_dtos);
-  init.max_sge = static_cast<std::uint32_t>(std::max(a.max_recv_iov, a.max_request_iov));
-  init.context = ep;
-  init.ord = static_cast<std::uint32_t>(a.max_rdma_read_out);
-  init.ird = static_cast<std::uint32_t>(a.max_rdma_read_in);
-  init.on_event = [ep](Qp*, const CmEvent& ev) { on_cm_event(ep, ev); };
-  init.srq = so ? so->srq : nullptr;
-  init.on_soft_watermark = [ep](Qp*) {
-    post_async(ep->ia, DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, ep, DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT);
-  };
   ep->srq = so;
-  const Status s = ia->dev->create_qp(init, ep->qp);
+  ep->attr = a;
+  const Status s = build_qp(ep, pz, recv, req, a, ep->qp);
   if (s != Status::ok) {
     destroy(ep);
     return s == Status::insufficient_resources ? err(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP) : map(s);
   }
-  pz->users++;
-  recv->ep_refs++;
-  req->ep_refs++;
-  // Consumer-controlled notification makes threshold 1 mandatory on that EVD (dat_evd_wait).
-  ep->notify_recv =
-      (a.recv_completion_flags & (DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG)) != 0;
-  ep->notify_req = (a.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG) != 0;
-  if (ep->notify_recv) recv->notify_refs++;
-  if (ep->notify_req) req->notify_refs++;
-  if (conn) conn->ep_refs++;
-  if (so) so->ep_refs++;
+  attach_refs(ep);
   *out = ep;
   return DAT_SUCCESS;
 }
 
 }  // namespace
+
+// An EP the provider makes for a connection request on a PSP created with DAT_PSP_PROVIDER_FLAG:
+// TENTATIVE_CONNECTION_PENDING, default attributes, no PZ and no EVDs (and so no QP) until the
+// consumer sets them with dat_ep_modify; dat_cr_accept needs them.
+Ep* new_provider_ep(Ia* ia) {
+  Ep* ep = make<Ep>(ia, ia->provider);
+  normalize_attr(ia->dev->limits(), nullptr, ep->attr);
+  ep->state = DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING;
+  ep->provider_created = true;
+  return ep;
+}
+
+// Gives a provider-created EP its QP once the consumer named a PZ and both DTO EVDs.
+DAT_RETURN ready_provider_ep(Ep* ep) {
+  if (ep->qp) return DAT_SUCCESS;
+  if (!ep->pz || !ep->recv_evd || !ep->req_evd) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+  const Status s = build_qp(ep, ep->pz, ep->recv_evd, ep->req_evd, ep->attr, ep->qp);
+  if (s != Status::ok) return s == Status::insufficient_resources ? err(DAT_INSUFFICIENT_RESOURCES) : map(s);
+  return DAT_SUCCESS;
+}
+
+// Changes an EP that is not connected: its PZ, EVDs and attributes. The QP is made anew (it holds
+// no work then); a change that needs that while receives are posted is refused.
+DAT_RETURN ep_modify(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM* p) {
+  std::lock_guard lk(api_mutex());
+  Ep* ep = live_ep(h);
+  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  constexpr DAT_EP_PARAM_MASK kFixed = DAT_EP_FIELD_IA_HANDLE | DAT_EP_FIELD_EP_STATE | DAT_EP_FIELD_COMM |
+                                       DAT_EP_FIELD_LOCAL_IA_ADDRESS_PTR | DAT_EP_FIELD_LOCAL_PORT_QUAL |
+                                       DAT_EP_FIELD_REMOTE_IA_ADDRESS_PTR | DAT_EP_FIELD_REMOTE_PORT_QUAL |
+                                       DAT_EP_FIELD_SRQ_HANDLE;
+  if (mask & kFixed) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  if (mask & ~DAT_EP_PARAM_MASK{DAT_EP_FIELD_ALL}) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  const DAT_EP_STATE st = ep->state;
+  if (st != DAT_EP_STATE_UNCONNECTED && st != DAT_EP_STATE_RESERVED && st != DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING)
+    return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+  if ((mask & DAT_EP_FIELD_PZ_HANDLE) && st == DAT_EP_STATE_RESERVED)
+    return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_RESERVED);
+  Ia* ia = ep->ia;
+  Pz* pz = ep->pz;
+  Evd *recv = ep->recv_evd, *req = ep->req_evd, *conn = ep->conn_evd;
+  if (mask & DAT_EP_FIELD_PZ_HANDLE) {
+    pz = get<Pz>(p->pz_handle, Kind::pz);
+    if (!pz || pz->ia != ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+  }
+  if (mask & DAT_EP_FIELD_RECV_EVD_HANDLE) {
+    recv = get<Evd>(p->recv_evd_handle, Kind::evd);
+    if (!recv || recv->ia != ia || !(recv->flags & DAT_EVD_DTO_FLAG))
+      return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_RECV);
+  }
+  if (mask & DAT_EP_FIELD_REQUEST_EVD_HANDLE) {
+    req = get<Evd>(p->request_evd_handle, Kind::evd);
+    if (!req || req->ia != ia || !(req->flags & DAT_EVD_DTO_FLAG))
+      return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+  }
+  if (mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE) {
+    conn = nullptr;
+    if (p->connect_evd_handle != DAT_HANDLE_NULL) {
+      conn = get<Evd>(p->connect_evd_handle, Kind::evd);
+      if (!conn || !(conn->flags & DAT_EVD_CONNECTION_FLAG))
+        return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
+    }
+  }
+  DAT_EP_ATTR want = ep->attr;
+  const DAT_EP_ATTR& in = p->ep_attr;
+  if (mask & DAT_EP_FIELD_EP_ATTR_SERVICE_TYPE) want.service_type = in.service_type;
+  if (mask & DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE) want.max_message_size = in.max_message_size;
+  if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_SIZE) want.max_rdma_size = in.max_rdma_size;
+  if (mask & DAT_EP_FIELD_EP_ATTR_QOS) want.qos = in.qos;
+  if (mask & DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS) want.recv_completion_flags = in.recv_completion_flags;
+  if (mask & DAT_EP_FIELD_EP_ATTR_REQUEST_COMPLETION_FLAGS) want.request_completion_flags = in.request_completion_flags;
+  if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS) want.max_recv_dtos = in.max_recv_dtos;
+  if (mask & DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_DTOS) want.max_request_dtos = in.max_request_dtos;
+  if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RECV_IOV) want.max_recv_iov = in.max_recv_iov;
+  if (mask & DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_IOV) want.max_request_iov = in.max_request_iov;
+  if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IN) want.max_rdma_read_in = in.max_rdma_read_in;
+  if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_OUT) want.max_rdma_read_out = in.max_rdma_read_out;
+  if (mask & DAT_EP_FIELD_EP_ATTR_SRQ_SOFT_HW) want.srq_soft_hw = in.srq_soft_hw;
+  if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IOV) want.max_rdma_read_iov = in.max_rdma_read_iov;
+  if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_WRITE_IOV) want.max_rdma_write_iov = in.max_rdma_write_iov;
+  if (mask & (DAT_EP_FIELD_EP_ATTR_NUM_TRANSPORT_ATTR | DAT_EP_FIELD_EP_ATTR_TRANSPORT_SPECIFIC_ATTR |
+              DAT_EP_FIELD_EP_ATTR_NUM_PROVIDER_ATTR | DAT_EP_FIELD_EP_ATTR_PROVIDER_SPECIFIC_ATTR)) {
+    // No transport- or provider-specific EP attributes are defined: only an empty list is accepted.
+    if (in.ep_transport_specific_count != 0 || in.ep_provider_specific_count != 0)
+      return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  }
+  if (want.max_rdma_read_iov > 1 || want.max_rdma_write_iov > static_cast<DAT_COUNT>(ia->dev->limits().max_sge))
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  DAT_EP_ATTR a;
+  if (DAT_RETURN r = normalize_attr(ia->dev->limits(), &want, a); r != DAT_SUCCESS)
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  if (a.qos != DAT_QOS_BEST_EFFORT) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  const bool new_qp =
+      pz != ep->pz || recv != ep->recv_evd || req != ep->req_evd || std::memcmp(&a, &ep->attr, sizeof a) != 0;
+  if (new_qp && ep->qp && !ep->ia->dev->qp_idle(ep->qp).first)
+    return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);  // receives are posted on the old QP
+  // Make the new QP first, so a failure leaves the EP as it was.
+  Qp* qp = ep->qp;
+  if (new_qp && pz && recv && req) {
+    const Status s = build_qp(ep, pz, recv, req, a, qp);
+    if (s != Status::ok) return s == Status::insufficient_resources ? err(DAT_INSUFFICIENT_RESOURCES) : map(s);
+    if (ep->qp) ia->dev->destroy_qp(ep->qp);
+  }
+  detach_refs(ep);
+  ep->pz = pz;
+  ep->recv_evd = recv;
+  ep->req_evd = req;
+  ep->conn_evd = conn;
+  ep->attr = a;
+  ep->qp = qp;
+  attach_refs(ep);
+  return DAT_SUCCESS;
+}
 
 DAT_RETURN ep_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE req_evd,
                      DAT_EVD_HANDLE conn_evd, const DAT_EP_ATTR* attr, DAT_EP_HANDLE* out) {
@@ -254,6 +396,7 @@ DAT_RETURN connect_locked(Ep* ep, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qual, D
   if (flags != DAT_CONNECT_DEFAULT_FLAG && flags != DAT_CONNECT_MULTIPATH_FLAG)
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
   if (ep->state != DAT_EP_STATE_UNCONNECTED) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+  if (!ep->qp) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
   std::memcpy(&ep->remote, addr, sizeof ep->remote);
   ep->remote_qual = qual;
   NetAddr remote{ntohl(ep->remote.sin_addr.s_addr), ntohs(ep->remote.sin_port)};
@@ -281,6 +424,9 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE h, DAT_CLOSE_FLAGS flags) {
   const DAT_EP_STATE st = ep->state;
   if (st == DAT_EP_STATE_DISCONNECTED) return DAT_SUCCESS;
   if (st == DAT_EP_STATE_UNCONNECTED) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);
+  // A provider-created EP whose request is still pending: dat_cr_reject ends it.
+  if (!ep->qp || st == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING)
+    return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
   ep->state = DAT_EP_STATE_DISCONNECT_PENDING;
   const Status s = ep->ia->dev->disconnect(ep->qp, flags == DAT_CLOSE_GRACEFUL_FLAG);
   if (s != Status::ok) {
@@ -303,6 +449,8 @@ DAT_RETURN ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
   if (ep->state == DAT_EP_STATE_DISCONNECTED || ep->state == DAT_EP_STATE_DISCONNECT_PENDING)
     return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED);
   if (ep->srq) return err(DAT_INVALID_STATE);  // its receives come from the SRQ
+  if (!ep->qp)
+    return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);  // a provider-created EP without PZ and EVDs yet
   return map(ep->ia->dev->post_recv(ep->qp, RecvWr{cookie.as_64, sgl}));
 }
 
@@ -319,7 +467,7 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
   thread_local std::vector<Sge> sgl;
   if (DAT_RETURN r = to_sgl(ep, n, iov, ep->attr.max_request_iov, sgl); r != DAT_SUCCESS) return r;
-  if (ep->state != DAT_EP_STATE_CONNECTED) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+  if (ep->state != DAT_EP_STATE_CONNECTED || !ep->qp) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
   SendWr wr;
   wr.wr_id = cookie.as_64;
   wr.opcode = op;
@@ -366,7 +514,7 @@ DAT_RETURN ep_get_status(DAT_EP_HANDLE h, DAT_EP_STATE* state, DAT_BOOLEAN* recv
   std::lock_guard lk(api_mutex());
   Ep* ep = live_ep(h);
   if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-  const auto [rx, tx] = ep->ia->dev->qp_idle(ep->qp);
+  const auto [rx, tx] = ep->qp ? ep->ia->dev->qp_idle(ep->qp) : std::pair<bool, bool>{true, true};
   if (state) *state = ep->state;
   if (recv_idle) *recv_idle = rx ? DAT_TRUE : DAT_FALSE;
   if (req_idle) *req_idle = tx ? DAT_TRUE : DAT_FALSE;
@@ -380,21 +528,15 @@ DAT_RETURN ep_reset(DAT_EP_HANDLE h) {
   const DAT_EP_STATE st = ep->state;
   if (st != DAT_EP_STATE_DISCONNECTED && st != DAT_EP_STATE_UNCONNECTED)
     return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
-  if (ep->ia->dev->reset_qp(ep->qp) != Status::ok) return err(DAT_INVALID_STATE);
+  if (ep->qp && ep->ia->dev->reset_qp(ep->qp) != Status::ok) return err(DAT_INVALID_STATE);
   ep->state = DAT_EP_STATE_UNCONNECTED;
   ep->conn_private.clear();
   return DAT_SUCCESS;
 }
 
 void free_ep(Ep* ep) {
-  ep->ia->dev->destroy_qp(ep->qp);
-  ep->pz->users--;
-  ep->recv_evd->ep_refs--;
-  ep->req_evd->ep_refs--;
-  if (ep->notify_recv) ep->recv_evd->notify_refs--;
-  if (ep->notify_req) ep->req_evd->notify_refs--;
-  if (ep->conn_evd) ep->conn_evd->ep_refs--;
-  if (ep->srq) ep->srq->ep_refs--;
+  if (ep->qp) ep->ia->dev->destroy_qp(ep->qp);
+  detach_refs(ep);
   destroy(ep);
 }
 

@@ -129,7 +129,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     p->is_thread_safe = DAT_FALSE;
     p->max_private_data_size = static_cast<DAT_COUNT>(l.max_private_data);
     p->supports_multipath = DAT_FALSE;
-    p->ep_creator = DAT_PSP_CREATES_EP_NEVER;
+    p->ep_creator = DAT_PSP_CREATES_EP_IFASKED;  // DAT_PSP_PROVIDER_FLAG
     p->pz_support = DAT_PZ_UNIQUE;
     p->optimal_buffer_alignment = 64;
     // Every event stream can share one EVD with every other.

@@ -32,19 +32,12 @@ bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& er
     }
     const std::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
     bool ok = true;
-    if (key == "netdev") {
-      ok = val == "udp" || val == "loopback";
-      if (ok) cfg.netdev.kind = std::string(val);
-    } else if (key == "ip") {
-      std::uint32_t ip;
-      ok = netdev::parse_ipv4(std::string(val), ip);
-      if (ok) cfg.netdev.ip = std::string(val);
-    } else if (key == "port") {
-      ok = parse_uint<std::uint16_t>(val, 1, 65535, cfg.netdev.port);
-    } else if (key == "port_fixed") {
-      ok = parse_bool(val, cfg.netdev.port_fixed);
-    } else if (key == "max_datagram") {
-      ok = parse_uint<std::size_t>(val, 256, 65507, cfg.netdev.max_datagram);
+    if (const auto r = netdev::parse_netdev_item(key, val, cfg.netdev, error); r != netdev::ItemResult::unknown) {
+      if (r == netdev::ItemResult::bad) {
+        error = "ia_params: " + error;
+        return false;
+      }
+      continue;
     } else if (key == "busy_poll") {
       ok = parse_bool(val, cfg.busy_poll);
     } else if (key == "min_rto_us") {
@@ -91,6 +84,50 @@ bool apply_impair_env(DeviceConfig& cfg, std::string& error) {
   return true;
 }
 
-bool apply_env(DeviceConfig& cfg, std::string& error) { return apply_impair_env(cfg, error); }
+bool parse_netdev_spec(std::string_view spec, netdev::NetdevConfig& nd, std::string& error) {
+  std::size_t i = 0;
+  while (i < spec.size()) {
+    while (i < spec.size() && (spec[i] == ' ' || spec[i] == '\t' || spec[i] == ',')) ++i;
+    if (i >= spec.size()) break;
+    std::size_t j = i;
+    while (j < spec.size() && spec[j] != ' ' && spec[j] != '\t' && spec[j] != ',') ++j;
+    const std::string_view item = spec.substr(i, j - i);
+    i = j;
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      error = "'" + std::string(item) + "' is not key=value";
+      return false;
+    }
+    const auto key = item.substr(0, eq);
+    const auto r = netdev::parse_netdev_item(key, item.substr(eq + 1), nd, error);
+    if (r == netdev::ItemResult::unknown) {
+      error = "'" + std::string(key) + "' is not a netdev key";
+      return false;
+    }
+    if (r == netdev::ItemResult::bad) return false;
+  }
+  return true;
+}
+
+bool apply_env(DeviceConfig& cfg, std::string& error) {
+  if (const char* env = std::getenv("SOFTRNIC_NETDEV")) {
+    // Replaces the netdev choice and all its keys; the impairment plan stays.
+    netdev::NetdevConfig nd;
+    nd.impair = cfg.netdev.impair;
+    if (!parse_netdev_spec(env, nd, error)) {
+      error = "SOFTRNIC_NETDEV: " + error;
+      return false;
+    }
+    cfg.netdev = nd;
+  }
+  if (const char* env = std::getenv("SOFTRNIC_PCAP")) {
+    if (*env == '\0') {
+      error = "SOFTRNIC_PCAP: empty file name";
+      return false;
+    }
+    cfg.netdev.pcap = env;
+  }
+  return apply_impair_env(cfg, error);
+}
 
 }  // namespace softrnic::dat

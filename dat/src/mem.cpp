@@ -168,6 +168,7 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE h, DAT_LMR_HANDLE lmr_h, const DAT_LMR_TRIPLE
     if (!lmr || lmr->ia != rmr->ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
     if (t->lmr_context != lmr->param.lmr_context) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   }
+  if (!ep->qp) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
   if (ep->pz != rmr->pz) return err(DAT_PROTECTION_VIOLATION);
   Access acc = Access::none;
   if (priv & DAT_MEM_PRIV_REMOTE_READ_FLAG) acc = acc | Access::remote_read;

@@ -173,6 +173,7 @@ struct Ep : Obj {
   std::vector<std::uint8_t> conn_private;        // private data of the last connection event
   bool notify_recv = false, notify_req = false;  // unsignalled / solicited-wait configurations
   int rsp_refs = 0;                              // RSPs reserving it
+  bool provider_created = false;                 // made for a request on a DAT_PSP_PROVIDER_FLAG PSP
 };
 
 struct Psp : Obj {
@@ -201,7 +202,8 @@ struct Rmr : Obj {
 struct Cr : Obj {
   Cr() : Obj(Kind::cr) {}
   ConnRequest* req = nullptr;
-  Ep* local_ep = nullptr;  // the RSP's EP, for a request on an RSP
+  Ep* local_ep = nullptr;    // the RSP's EP, or the EP the provider made for a request on its PSP
+  bool provider_ep = false;  // local_ep was made by the provider for this request
   DAT_CONN_QUAL qual = 0;
   sockaddr_in remote{};
   std::vector<std::uint8_t> private_data;  // writable: consumers may edit it in place

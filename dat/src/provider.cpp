@@ -154,6 +154,7 @@ void fill(DAT_PROVIDER& p) {
   p.ep_free_func = ep_free;
   p.ep_get_status_func = ep_get_status;
   p.ep_reset_func = ep_reset;
+  p.ep_modify_func = ep_modify;
   p.lmr_sync_rdma_read_func = lmr_sync_rdma;
   p.lmr_sync_rdma_write_func = lmr_sync_rdma;
   p.psp_create_any_func = psp_create_any;

@@ -128,7 +128,8 @@ DAT_RETURN ep_recv_query(DAT_EP_HANDLE h, DAT_COUNT* nbufs_allocated, DAT_COUNT*
   std::lock_guard lk(api_mutex());
   Ep* ep = get<Ep>(h, Kind::ep);
   if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-  const RecvCounts c = ep->ia->dev->recv_counts(ep->qp);  // one snapshot: count and span together
+  // One snapshot: count and span together (an EP without its QP yet holds no buffer).
+  const RecvCounts c = ep->qp ? ep->ia->dev->recv_counts(ep->qp) : RecvCounts{};
   if (nbufs_allocated) *nbufs_allocated = static_cast<DAT_COUNT>(c.allocated);
   if (bufs_alloc_span) *bufs_alloc_span = static_cast<DAT_COUNT>(c.span);
   return DAT_SUCCESS;
@@ -143,6 +144,8 @@ DAT_RETURN ep_set_watermark(DAT_EP_HANDLE h, DAT_COUNT soft, DAT_COUNT hard) {
   };
   if (soft < 0 && soft != DAT_WATERMARK_INFINITE) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (hard < 0 && hard != DAT_WATERMARK_INFINITE) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  if (!ep->qp)
+    return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);  // a provider-created EP without PZ and EVDs yet
   ep->ia->dev->set_recv_watermarks(ep->qp, conv(soft), conv(hard));
   return DAT_SUCCESS;
 }

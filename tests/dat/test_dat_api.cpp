@@ -293,10 +293,13 @@ TEST(DatApi, BadInputGetsAClearReturn) {
   EXPECT_EQ(
       type_of(dat_ep_connect(a.ep, nullptr, kQual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
       DAT_INVALID_ADDRESS);
-  // Unimplemented calls say so.
-  // Still unimplemented calls say so.
   EXPECT_EQ(type_of(dat_cr_handoff(a.ep, 5)), DAT_INVALID_HANDLE) << "an EP is no CR";
-  EXPECT_EQ(type_of(dat_ep_modify(a.ep, DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS, nullptr)), DAT_NOT_IMPLEMENTED);
+  EXPECT_EQ(type_of(dat_ep_modify(a.ep, DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS, nullptr)), DAT_INVALID_PARAMETER);
+  // Still unimplemented calls say so.
+  // (libdat2 does not export dat_ep_common_connect: through the provider table)
+  EXPECT_EQ(type_of(DAT_HANDLE_TO_PROVIDER(a.ep)->ep_common_connect_func(
+                a.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&to), kWait, 0, nullptr)),
+            DAT_NOT_IMPLEMENTED);
 }
 
 TEST(DatApi, GracefulCloseRefusedWhileObjectsLive) {
@@ -728,4 +731,146 @@ TEST(DatApi, CrHandoffAndDupConnect) {
   EXPECT_EQ(wait_event(c.conn).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
   EXPECT_EQ(type_of(dat_ep_dup_connect(d, b.ep, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT)), DAT_INVALID_STATE)
       << "d is connected already";
+}
+
+TEST(DatApi, EpModifyChangesEvdsAttributesAndPz) {
+  Ia ia;
+  End a, b;
+  a.make(ia);
+  b.make(ia);
+  DAT_EVD_HANDLE rcv2 = DAT_HANDLE_NULL, conn_only = DAT_HANDLE_NULL;
+  ASSERT_EQ(dat_evd_create(ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &rcv2), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn_only), DAT_SUCCESS);
+  DAT_EP_PARAM p;
+  std::memset(&p, 0, sizeof p);
+  // Bad input: fields that cannot change, handles of the wrong kind, limits beyond the RNIC's.
+  EXPECT_EQ(type_of(dat_ep_modify(b.ep, DAT_EP_FIELD_IA_HANDLE, &p)), DAT_INVALID_PARAMETER);
+  EXPECT_EQ(type_of(dat_ep_modify(b.ep, DAT_EP_FIELD_RECV_EVD_HANDLE, nullptr)), DAT_INVALID_PARAMETER);
+  p.recv_evd_handle = conn_only;
+  EXPECT_EQ(type_of(dat_ep_modify(b.ep, DAT_EP_FIELD_RECV_EVD_HANDLE, &p)), DAT_INVALID_HANDLE)
+      << "a receive EVD must take DTO events";
+  p.ep_attr.max_recv_dtos = 1 << 30;
+  EXPECT_EQ(type_of(dat_ep_modify(b.ep, DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS, &p)), DAT_INVALID_PARAMETER);
+  // A good change: b's receives complete on rcv2, with a smaller receive queue.
+  p.recv_evd_handle = rcv2;
+  p.ep_attr.max_recv_dtos = 2;
+  ASSERT_EQ(dat_ep_modify(b.ep, DAT_EP_FIELD_RECV_EVD_HANDLE | DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS, &p), DAT_SUCCESS);
+  DAT_EP_PARAM q;
+  ASSERT_EQ(dat_ep_query(b.ep, DAT_EP_FIELD_ALL, &q), DAT_SUCCESS);
+  EXPECT_EQ(q.recv_evd_handle, rcv2);
+  EXPECT_EQ(q.ep_attr.max_recv_dtos, 2);
+  EXPECT_EQ(type_of(dat_evd_free(rcv2)), DAT_INVALID_STATE) << "the EP uses it now";
+  EXPECT_EQ(dat_evd_free(b.rcv), DAT_SUCCESS) << "and no longer uses the old one";
+  b.rcv = rcv2;
+  DAT_LMR_TRIPLET r0 = b.iov(0, 64), r1 = b.iov(64, 64), r2 = b.iov(128, 64);
+  ASSERT_EQ(dat_ep_post_recv(b.ep, 1, &r0, DAT_DTO_COOKIE{.as_64 = 1}, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  ASSERT_EQ(dat_ep_post_recv(b.ep, 1, &r1, DAT_DTO_COOKIE{.as_64 = 2}, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  EXPECT_EQ(type_of(dat_ep_post_recv(b.ep, 1, &r2, DAT_DTO_COOKIE{.as_64 = 3}, DAT_COMPLETION_DEFAULT_FLAG)),
+            DAT_INSUFFICIENT_RESOURCES)
+      << "max_recv_dtos 2 is enforced";
+  // With receives posted, a change that needs a new queue pair is refused; nothing is lost.
+  p.ep_attr.max_recv_dtos = 8;
+  EXPECT_EQ(type_of(dat_ep_modify(b.ep, DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS, &p)), DAT_INVALID_STATE);
+  // The connection EVD alone can change.
+  p.connect_evd_handle = conn_only;
+  ASSERT_EQ(dat_ep_modify(b.ep, DAT_EP_FIELD_CONNECT_EVD_HANDLE, &p), DAT_SUCCESS);
+  b.conn = conn_only;
+  DAT_PSP_HANDLE psp;
+  DAT_EVD_HANDLE cr_evd;
+  connect(ia, a, b, psp, cr_evd);
+  EXPECT_EQ(type_of(dat_ep_modify(b.ep, DAT_EP_FIELD_CONNECT_EVD_HANDLE, &p)), DAT_INVALID_STATE)
+      << "not while connected";
+  std::strcpy(a.buf.data(), "to rcv2");
+  DAT_LMR_TRIPLET s = a.iov(0, 8);
+  ASSERT_EQ(dat_ep_post_send(a.ep, 1, &s, DAT_DTO_COOKIE{.as_64 = 9}, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  const DAT_EVENT ev = wait_event(rcv2);
+  ASSERT_EQ(ev.event_number, DAT_DTO_COMPLETION_EVENT);
+  EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 1u);
+  EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+  EXPECT_STREQ(b.buf.data(), "to rcv2");
+}
+
+TEST(DatApi, ProviderFlagPspCreatesTheEp) {
+  Ia ia;
+  End a;
+  a.make(ia);
+  alignas(DAT_PROVIDER_ATTR) unsigned char raw[sizeof(DAT_PROVIDER_ATTR)] = {};
+  auto& pa = *reinterpret_cast<DAT_PROVIDER_ATTR*>(raw);
+  ASSERT_EQ(dat_ia_query(ia.ia, nullptr, 0, nullptr, DAT_PROVIDER_FIELD_ALL, &pa), DAT_SUCCESS);
+  EXPECT_EQ(pa.ep_creator, DAT_PSP_CREATES_EP_IFASKED);
+  DAT_EVD_HANDLE cr_evd, rcv, req, conn;
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_create(ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &rcv), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_create(ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &req), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn), DAT_SUCCESS);
+  DAT_PSP_HANDLE psp;
+  ASSERT_EQ(dat_psp_create(ia.ia, kQual, cr_evd, DAT_PSP_PROVIDER_FLAG, &psp), DAT_SUCCESS);
+  DAT_PSP_PARAM pp;
+  ASSERT_EQ(dat_psp_query(psp, DAT_PSP_FIELD_ALL, &pp), DAT_SUCCESS);
+  EXPECT_EQ(pp.psp_flags, DAT_PSP_PROVIDER_FLAG);
+  sockaddr_in to = ia_address(ia.ia);
+  const auto connect_a = [&] {
+    ASSERT_EQ(dat_ep_connect(a.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&to), kQual, kWait, 0, nullptr,
+                             DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              DAT_SUCCESS);
+  };
+  // First request: rejected; the provider's EP goes with it.
+  connect_a();
+  DAT_EVENT cr = wait_event(cr_evd);
+  ASSERT_EQ(cr.event_number, DAT_CONNECTION_REQUEST_EVENT);
+  DAT_CR_PARAM crp;
+  ASSERT_EQ(dat_cr_query(cr.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &crp), DAT_SUCCESS);
+  DAT_EP_HANDLE pep = crp.local_ep_handle;
+  ASSERT_NE(pep, DAT_HANDLE_NULL) << "the provider made an EP for the request";
+  DAT_EP_PARAM ep;
+  ASSERT_EQ(dat_ep_query(pep, DAT_EP_FIELD_ALL, &ep), DAT_SUCCESS);
+  EXPECT_EQ(ep.ep_state, DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
+  EXPECT_EQ(ep.pz_handle, DAT_HANDLE_NULL);
+  EXPECT_EQ(ep.recv_evd_handle, DAT_HANDLE_NULL);
+  ASSERT_EQ(dat_cr_reject(cr.event_data.cr_arrival_event_data.cr_handle, 0, nullptr), DAT_SUCCESS);
+  EXPECT_EQ(type_of(dat_ep_query(pep, DAT_EP_FIELD_ALL, &ep)), DAT_INVALID_HANDLE) << "freed with the reject";
+  EXPECT_EQ(wait_event(a.conn).event_number, DAT_CONNECTION_EVENT_PEER_REJECTED);
+  ASSERT_EQ(dat_ep_reset(a.ep), DAT_SUCCESS);
+  // Second request: accepting before the EP has a PZ and EVDs is refused; after dat_ep_modify it works.
+  connect_a();
+  cr = wait_event(cr_evd);
+  DAT_CR_HANDLE crh = cr.event_data.cr_arrival_event_data.cr_handle;
+  ASSERT_EQ(dat_cr_query(crh, DAT_CR_FIELD_ALL, &crp), DAT_SUCCESS);
+  pep = crp.local_ep_handle;
+  ASSERT_NE(pep, DAT_HANDLE_NULL);
+  EXPECT_EQ(type_of(dat_cr_accept(crh, DAT_HANDLE_NULL, 0, nullptr)), DAT_INVALID_STATE);
+  std::memset(&ep, 0, sizeof ep);
+  ep.pz_handle = ia.pz;
+  ep.recv_evd_handle = rcv;
+  ep.request_evd_handle = req;
+  ep.connect_evd_handle = conn;
+  ASSERT_EQ(dat_ep_modify(pep,
+                          DAT_EP_FIELD_PZ_HANDLE | DAT_EP_FIELD_RECV_EVD_HANDLE | DAT_EP_FIELD_REQUEST_EVD_HANDLE |
+                              DAT_EP_FIELD_CONNECT_EVD_HANDLE,
+                          &ep),
+            DAT_SUCCESS);
+  ASSERT_EQ(dat_cr_accept(crh, DAT_HANDLE_NULL, 0, nullptr), DAT_SUCCESS);
+  EXPECT_EQ(wait_event(a.conn).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+  EXPECT_EQ(wait_event(conn).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+  // Data flows to the provider's EP.
+  std::vector<char> buf(64);
+  DAT_REGION_DESCRIPTION r;
+  r.for_va = buf.data();
+  DAT_LMR_HANDLE lmr;
+  DAT_LMR_CONTEXT lctx;
+  DAT_RMR_CONTEXT rctx;
+  DAT_VLEN len;
+  DAT_VADDR addr;
+  ASSERT_EQ(dat_lmr_create(ia.ia, DAT_MEM_TYPE_VIRTUAL, r, buf.size(), ia.pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                           &lmr, &lctx, &rctx, &len, &addr),
+            DAT_SUCCESS);
+  DAT_LMR_TRIPLET t{reinterpret_cast<DAT_VADDR>(buf.data()), 64, lctx};
+  ASSERT_EQ(dat_ep_post_recv(pep, 1, &t, DAT_DTO_COOKIE{.as_64 = 5}, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  std::strcpy(a.buf.data(), "provider ep");
+  DAT_LMR_TRIPLET s = a.iov(0, 12);
+  ASSERT_EQ(dat_ep_post_send(a.ep, 1, &s, DAT_DTO_COOKIE{.as_64 = 6}, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  const DAT_EVENT got = wait_event(rcv);
+  ASSERT_EQ(got.event_number, DAT_DTO_COMPLETION_EVENT);
+  EXPECT_EQ(got.event_data.dto_completion_event_data.user_cookie.as_64, 5u);
+  EXPECT_STREQ(buf.data(), "provider ep");
 }
