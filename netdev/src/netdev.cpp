@@ -41,6 +41,20 @@ bool parse_uint(std::string_view v, std::uint64_t lo, std::uint64_t hi, std::uin
 
 std::unique_ptr<Netdev> make_netdev(const NetdevConfig& config, std::string& error) {
   NetdevConfig cfg = config;
+  if (cfg.kind != "dpdk" && cfg.dpdk != DpdkConfig{}) {
+    error = "netdev: dpdk_*, mac, mtu and neigh apply only to netdev=dpdk (this is netdev=" + cfg.kind + ")";
+    return nullptr;
+  }
+  if (cfg.kind == "dpdk") {
+    // The dpdk backend sizes its datagrams from the MTU and writes its real frames to the pcap.
+    if (!validate_dpdk_config(cfg, error)) {
+      error = "dpdk netdev: " + error;
+      return nullptr;
+    }
+    auto nd = make_dpdk(cfg, error);
+    if (nd && cfg.impair.active()) nd = make_impaired(std::move(nd), cfg.impair);
+    return nd;
+  }
   if (cfg.max_datagram == 0) {
     std::uint32_t ip = 0;
     const bool loop = parse_ipv4(cfg.ip, ip) && (ip >> 24) == 127;
@@ -56,9 +70,10 @@ std::unique_ptr<Netdev> make_netdev(const NetdevConfig& config, std::string& err
   } else if (cfg.kind == "loopback") {
     nd = make_loopback(cfg, error);
   } else {
-    error = "netdev: unknown kind '" + cfg.kind + "' (known: udp, loopback)";
+    error = "netdev: unknown kind '" + cfg.kind + "' (known: udp, loopback, dpdk)";
     return nullptr;
   }
+  if (nd && !cfg.pcap.empty()) nd = make_pcap_tap(std::move(nd), cfg.pcap, error);
   if (nd && cfg.impair.active()) nd = make_impaired(std::move(nd), cfg.impair);
   return nd;
 }

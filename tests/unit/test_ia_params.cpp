@@ -77,3 +77,74 @@ TEST(IaParams, ClearErrors) {
     EXPECT_NE(e.find(c.msg), std::string::npos) << c.in << " -> " << e;
   }
 }
+
+TEST(IaParams, DpdkKeys) {
+  DeviceConfig c;
+  std::string e;
+  ASSERT_TRUE(
+      dat::parse_ia_params("netdev=dpdk ip=10.78.0.1 dpdk_vdev=net_memif0;role=server;socket=/tmp/m/memif.sock "
+                           "dpdk_eal=--log-level=info dpdk_lcore=1 dpdk_prefix=srv mtu=9000 mac=02:00:00:00:00:01 "
+                           "neigh=10.78.0.2@02:00:00:00:00:02 pcap=/tmp/srv.pcap busy_poll=1",
+                           c, e))
+      << e;
+  EXPECT_EQ(c.netdev.kind, "dpdk");
+  EXPECT_EQ(c.netdev.ip, "10.78.0.1");
+  EXPECT_EQ(c.netdev.dpdk.vdev, "net_memif0,role=server,socket=/tmp/m/memif.sock");
+  EXPECT_EQ(c.netdev.dpdk.eal, std::vector<std::string>{"--log-level=info"});
+  EXPECT_EQ(c.netdev.dpdk.lcore, 1);
+  EXPECT_EQ(c.netdev.dpdk.mtu, 9000u);
+  EXPECT_EQ(c.netdev.dpdk.mac, "02:00:00:00:00:01");
+  EXPECT_EQ(c.netdev.dpdk.neigh, std::vector<std::string>{"10.78.0.2@02:00:00:00:00:02"});
+  EXPECT_EQ(c.netdev.pcap, "/tmp/srv.pcap");
+  EXPECT_TRUE(c.busy_poll);
+  for (auto [in, msg] : {std::pair{"mac=02:00:00:00:00", "ia_params: bad value '02:00:00:00:00' for mac"},
+                         std::pair{"neigh=10.0.0.1", "ia_params: neighbour '10.0.0.1' is not IPv4@MAC"},
+                         std::pair{"netdev=dpdk2", "ia_params: bad value 'dpdk2' for netdev"}}) {
+    DeviceConfig d;
+    EXPECT_FALSE(dat::parse_ia_params(in, d, e)) << in;
+    EXPECT_NE(e.find(msg), std::string::npos) << in << " -> " << e;
+  }
+}
+
+TEST(IaParams, NetdevEnvironmentReplacesTheNetdev) {
+  DeviceConfig c;
+  std::string e;
+  ASSERT_TRUE(dat::parse_ia_params(
+      "netdev=dpdk ip=10.78.0.1 dpdk_vdev=net_memif0;role=server;socket=/tmp/m/memif.sock mtu=9000 "
+      "impair=drop=0.5 busy_poll=1",
+      c, e))
+      << e;
+  setenv("SOFTRNIC_NETDEV",
+         "netdev=dpdk,ip=10.78.0.2 dpdk_vdev=net_memif0;role=client;socket=/tmp/m/memif.sock dpdk_lcore=0", 1);
+  setenv("SOFTRNIC_PCAP", "/tmp/cli.pcap", 1);
+  ASSERT_TRUE(dat::apply_env(c, e)) << e;
+  EXPECT_EQ(c.netdev.kind, "dpdk");
+  EXPECT_EQ(c.netdev.ip, "10.78.0.2");
+  EXPECT_EQ(c.netdev.dpdk.vdev, "net_memif0,role=client,socket=/tmp/m/memif.sock");
+  EXPECT_EQ(c.netdev.dpdk.lcore, 0);
+  EXPECT_EQ(c.netdev.dpdk.mtu, 1500u);          // replaced: back to the default
+  EXPECT_DOUBLE_EQ(c.netdev.impair.drop, 0.5);  // the impairment plan stays
+  EXPECT_TRUE(c.busy_poll);                     // not a netdev key: untouched
+  EXPECT_EQ(c.netdev.pcap, "/tmp/cli.pcap");
+  unsetenv("SOFTRNIC_PCAP");
+
+  setenv("SOFTRNIC_NETDEV", "netdev=udp busy_poll=1", 1);
+  EXPECT_FALSE(dat::apply_env(c, e));
+  EXPECT_NE(e.find("SOFTRNIC_NETDEV: 'busy_poll' is not a netdev key"), std::string::npos) << e;
+  setenv("SOFTRNIC_NETDEV", "netdev=dpdk mac=zz", 1);
+  EXPECT_FALSE(dat::apply_env(c, e));
+  EXPECT_NE(e.find("SOFTRNIC_NETDEV: bad value 'zz' for mac"), std::string::npos) << e;
+  setenv("SOFTRNIC_NETDEV", "udp", 1);
+  EXPECT_FALSE(dat::apply_env(c, e));
+  EXPECT_NE(e.find("SOFTRNIC_NETDEV: 'udp' is not key=value"), std::string::npos) << e;
+  unsetenv("SOFTRNIC_NETDEV");
+  setenv("SOFTRNIC_PCAP", "", 1);
+  EXPECT_FALSE(dat::apply_env(c, e));
+  EXPECT_NE(e.find("SOFTRNIC_PCAP"), std::string::npos) << e;
+  unsetenv("SOFTRNIC_PCAP");
+  // SOFTRNIC_IMPAIR still applies through apply_env.
+  setenv("SOFTRNIC_IMPAIR", "reorder=4", 1);
+  ASSERT_TRUE(dat::apply_env(c, e)) << e;
+  EXPECT_EQ(c.netdev.impair.reorder, 4u);
+  unsetenv("SOFTRNIC_IMPAIR");
+}

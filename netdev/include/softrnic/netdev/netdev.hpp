@@ -111,8 +111,28 @@ class Netdev {
   virtual ImpairStats impair_stats() const { return {}; }
 };
 
+// What the dpdk backend needs (netdev=dpdk). Grammar of the config keys: see parse_netdev_item.
+struct DpdkConfig {
+  std::string vdev;              // devargs of the virtual device used as the port, e.g.
+                                 // "net_memif0,role=server,socket=/tmp/x/memif.sock"
+  std::string pci;               // or a PCI device bound to vfio-pci: "0000:03:00.0[,devargs]"
+  int port = -1;                 // port id; -1 = the vdev's / PCI device's port, else port 0
+  std::vector<std::string> eal;  // extra EAL arguments (checked against a known set)
+  int lcore = -1;                // -l; -1 = the CPU the opening thread runs on
+  std::string file_prefix;       // --file-prefix; "" = softrnic_<pid>
+  std::uint32_t mem_mb = 256;    // -m
+  bool hugepages = false;        // false: --no-huge
+  std::uint16_t rx_desc = 1024, tx_desc = 1024;
+  std::string mac;                 // source MAC; "" = the port's own
+  std::uint32_t mtu = 1500;        // IP MTU; datagrams up to mtu - 28
+  std::vector<std::string> neigh;  // static neighbours "IPv4@MAC"
+  std::uint32_t link_timeout_ms = 5000;
+  bool check_udp_checksum = false;  // drop received frames with a bad UDP checksum
+  friend bool operator==(const DpdkConfig&, const DpdkConfig&) = default;
+};
+
 struct NetdevConfig {
-  std::string kind = "udp";  // "udp" or "loopback"
+  std::string kind = "udp";  // "udp", "loopback" or "dpdk"
   std::string ip = "127.0.0.1";
   std::uint16_t port = 5041;
   bool port_fixed = false;  // fail rather than take the next free port
@@ -121,7 +141,30 @@ struct NetdevConfig {
   std::size_t max_datagram = 0;
   std::size_t socket_buffer = 8 << 20;  // SO_RCVBUF / SO_SNDBUF request (udp; forced when root)
   ImpairPlan impair;                    // applied on send when active()
+  std::string pcap;                     // a pcap tap writes every datagram sent and received here
+  DpdkConfig dpdk;                      // netdev=dpdk only
 };
+
+// Applies one `key=value` item of a netdev configuration string (the DAT provider's ia_params
+// and SOFTRNIC_NETDEV share it). Values cannot hold ',' or blanks: in dpdk_vdev and dpdk_pci a
+// ';' stands for ','; dpdk_eal holds EAL arguments separated by ';'.
+//   netdev=udp|loopback|dpdk  ip=A.B.C.D  port=N  port_fixed=0|1  max_datagram=N  pcap=FILE
+//   dpdk_vdev=DEVARGS  dpdk_pci=DEVARGS  dpdk_port=N  dpdk_eal=ARG;ARG  dpdk_lcore=N
+//   dpdk_prefix=NAME  dpdk_mem=MB  dpdk_huge=0|1  dpdk_rxd=N  dpdk_txd=N  dpdk_link_timeout_ms=N
+//   dpdk_udp_csum=0|1  mac=XX:XX:XX:XX:XX:XX  mtu=N  neigh=IPv4@MAC[;IPv4@MAC...] (repeatable)
+// Returns `unknown` for keys that are not netdev keys; `bad` with `error` naming the item.
+enum class ItemResult { ok, unknown, bad };
+ItemResult parse_netdev_item(std::string_view key, std::string_view value, NetdevConfig& cfg, std::string& error);
+
+// Checks the dpdk part of a configuration without touching DPDK: the EAL arguments against the
+// known set, the vdev against the known PMDs, MAC and neighbour syntax, sizes. False with `error`.
+bool validate_dpdk_config(const NetdevConfig& cfg, std::string& error);
+// The EAL argument vector the dpdk backend would hand to rte_eal_init (argv[0] included), with
+// the defaults filled in (-l, --file-prefix, --no-huge -m, --no-pci, --vdev with the memif
+// defaults bsize=9216 and socket-abstract=no). False with `error` when validation fails.
+bool dpdk_eal_args(const NetdevConfig& cfg, std::vector<std::string>& args, std::string& error);
+// True when this build has the dpdk backend.
+bool dpdk_available();
 
 // Makes a netdev from its configuration (wrapped in the impairment plan when it is active);
 // nullptr with `error` set on failure.
@@ -143,6 +186,10 @@ class HoldingNetdev : public Netdev {
 };
 std::unique_ptr<HoldingNetdev> make_holding(std::unique_ptr<Netdev> inner,
                                             std::function<bool(std::span<const std::uint8_t>)> hold_if);
+
+// Wraps `inner` in a pcap tap that writes every datagram sent and received to `path`
+// (LINKTYPE_ETHERNET, synthesized Ethernet/IPv4/UDP headers). nullptr with `error`.
+std::unique_ptr<Netdev> make_pcap_tap(std::unique_ptr<Netdev> inner, const std::string& path, std::string& error);
 
 // Wraps `inner` so that every send goes through `plan`.
 std::unique_ptr<Netdev> make_impaired(std::unique_ptr<Netdev> inner, const ImpairPlan& plan);

@@ -1,0 +1,736 @@
+// The `dpdk` backend: raw Ethernet frames through one DPDK port (memif, af_packet, af_xdp, a real
+// NIC, ...). It builds its own Ethernet/IPv4/UDP headers (ethernet.hpp), answers ARP for its
+// address, resolves next hops by ARP (frames wait in a small queue meanwhile) and takes a static
+// neighbour table. DPDK is polled: wait_rx polls with back-off so an idle process sleeps.
+//
+// EAL is initialised once per process (DPDK cannot initialise it again after rte_eal_cleanup):
+// one dpdk netdev per process; a second one gets a clear error.
+#include <net/if.h>
+#include <pthread.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "backends.hpp"
+#include "ethernet.hpp"
+#include "pcap_tap.hpp"
+
+namespace softrnic::netdev {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::uint16_t kBurst = 32;
+constexpr std::size_t kMaxPendingPerDst = 256;
+constexpr std::chrono::milliseconds kArpRetry{200};
+constexpr int kArpTries = 10;
+constexpr std::chrono::milliseconds kMemifRestart{1000};
+constexpr std::chrono::microseconds kSpin{30};
+constexpr std::chrono::microseconds kFirstSleep{8};
+constexpr std::chrono::microseconds kMaxSleep{500};
+
+enum class EalState { unused, active, finished };
+std::mutex g_eal_mu;
+EalState g_eal = EalState::unused;
+
+std::string devargs_name(const std::string& devargs) {
+  return devargs.substr(0, devargs.find(','));
+}
+
+std::string kvarg(const std::string& devargs, const std::string& key) {
+  std::size_t i = devargs.find(',');
+  while (i != std::string::npos) {
+    const std::size_t j = devargs.find(',', i + 1);
+    const std::string item = devargs.substr(i + 1, j == std::string::npos ? std::string::npos : j - i - 1);
+    if (item.rfind(key + "=", 0) == 0) return item.substr(key.size() + 1);
+    i = j;
+  }
+  return {};
+}
+
+// Where EAL keeps its runtime files for this prefix (eal_get_runtime_dir's rule).
+std::string runtime_dir(const std::string& prefix) {
+  if (::getuid() == 0) return "/var/run/dpdk/" + prefix;
+  const char* x = std::getenv("XDG_RUNTIME_DIR");
+  return std::string(x ? x : "/tmp") + "/dpdk/" + prefix;
+}
+
+std::string arg_value(const std::vector<std::string>& args, const std::string& opt) {
+  for (const auto& a : args)
+    if (a.rfind(opt + "=", 0) == 0) return a.substr(opt.size() + 1);
+  return {};
+}
+
+struct DpdkCounters {
+  std::atomic<std::uint64_t> arp_req_rx{0}, arp_rep_rx{0}, arp_req_tx{0}, arp_rep_tx{0}, arp_failed{0}, arp_queued{0},
+      arp_queue_drops{0}, rx_not_ours{0}, rx_invalid{0}, rx_port_unreach{0}, tx_no_mbuf{0}, tx_full{0};
+};
+
+class DpdkNetdev final : public Netdev {
+ public:
+  DpdkNetdev() = default;
+  ~DpdkNetdev() override { shutdown(); }
+
+  bool open(const NetdevConfig& cfg, std::string& error) {
+    std::vector<std::string> args;
+    if (!dpdk_eal_args(cfg, args, error)) {
+      error = "dpdk netdev: " + error;
+      return false;
+    }
+    const DpdkConfig& d = cfg.dpdk;
+    parse_ipv4(cfg.ip, ip_);
+    udp_port_ = cfg.port;
+    mtu_ = d.mtu;
+    max_dgram_ = cfg.max_datagram ? cfg.max_datagram : d.mtu - 28;
+    check_udp_ = d.check_udp_checksum;
+    link_timeout_ = std::chrono::milliseconds(d.link_timeout_ms);
+    for (const auto& n : d.neigh) {
+      std::uint32_t nip;
+      eth::Mac m;
+      std::string e;
+      if (eth::parse_neighbour(n, nip, m, e)) neigh_[nip] = Neigh{m, true};
+    }
+    if (!d.vdev.empty() && !check_vdev_host(d.vdev, error)) return false;
+    if (!cfg.pcap.empty()) {
+      pcap_ = PcapWriter::open(cfg.pcap, error);
+      if (!pcap_) return false;
+    }
+
+    std::unique_lock glk(g_eal_mu);
+    if (g_eal != EalState::unused) {
+      error = g_eal == EalState::active
+                  ? "dpdk netdev: DPDK's EAL is already in use by another IA in this process (one dpdk IA per "
+                    "process: EAL is initialised once per process)"
+                  : "dpdk netdev: DPDK's EAL was already initialised and cleaned up in this process; DPDK cannot "
+                    "initialise it again (one dpdk IA per process)";
+      return false;
+    }
+    prefix_ = arg_value(args, "--file-prefix");
+    run_dir_ = runtime_dir(prefix_);
+    std::string joined;
+    for (const auto& a : args) joined += (joined.empty() ? "" : " ") + a;
+    if (std::filesystem::exists(run_dir_ + "/config")) {
+      // Another live primary with this prefix would share (and break) our memory config.
+      error = "dpdk netdev: " + run_dir_ + " exists: another DPDK process uses file prefix '" + prefix_ +
+              "' (choose another dpdk_prefix, or remove the directory if it is stale)";
+      return false;
+    }
+    const std::string pmd = devargs_name(d.vdev);
+    if (pmd.rfind("net_vhost", 0) == 0 || pmd.rfind("net_virtio_user", 0) == 0)
+      std::signal(SIGPIPE, SIG_IGN);  // a closing vhost peer would kill us with SIGPIPE
+
+    // EAL pins the calling thread to its main lcore; the consumer's thread (and the threads it
+    // starts later) keep the affinity they had.
+    cpu_set_t saved;
+    CPU_ZERO(&saved);
+    const bool have_aff = pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
+    argv_store_ = args;
+    std::vector<char*> argv;
+    for (auto& a : argv_store_) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    g_eal = EalState::finished;  // whatever happens now, EAL cannot be initialised again
+    rte_errno = 0;
+    const int r = rte_eal_init(static_cast<int>(argv.size() - 1), argv.data());
+    const int eal_errno = rte_errno;
+    if (have_aff) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+    if (r < 0) {
+      error = "dpdk netdev: EAL initialisation failed (" +
+              std::string(eal_errno ? rte_strerror(eal_errno) : "no reason given; see EAL's messages above") +
+              "); arguments: " + joined;
+      std::error_code ec;
+      std::filesystem::remove_all(run_dir_, ec);
+      return false;
+    }
+    g_eal = EalState::active;
+    eal_up_ = true;
+    glk.unlock();
+    if (!setup_port(cfg, error)) {
+      error = "dpdk netdev: " + error + " (EAL arguments: " + joined + ")";
+      shutdown();
+      return false;
+    }
+    return true;
+  }
+
+  NetAddr local_addr() const override { return {ip_, udp_port_}; }
+  std::size_t max_datagram() const override { return max_dgram_; }
+  std::size_t rx_buffer_bytes() const override { return std::size_t{rx_desc_} * max_dgram_; }
+  NetdevStats stats() const override { return stats_.snapshot(); }
+
+  std::size_t tx_burst(std::span<const TxFrame> frames) override {
+    std::lock_guard lk(io_mu_);
+    rte_mbuf* out[kBurst];
+    std::uint16_t k = 0;
+    for (const TxFrame& f : frames) {
+      const std::size_t len = f.size();
+      if (len > max_dgram_) {
+        stats_.tx_dropped++;
+        continue;
+      }
+      const auto it = neigh_.find(f.to.ip);
+      if (it == neigh_.end()) {
+        queue_unresolved(f);
+        continue;
+      }
+      rte_mbuf* m = build_udp(f.to, it->second.mac, {f.head, f.body, f.tail});
+      if (!m) continue;
+      out[k++] = m;
+      if (k == kBurst) {
+        send_mbufs(out, k);
+        k = 0;
+      }
+    }
+    if (k) send_mbufs(out, k);
+    service_arp(Clock::now());
+    return frames.size();
+  }
+
+  std::size_t rx_burst(std::span<RxFrame> out) override {
+    std::lock_guard lk(io_mu_);
+    std::size_t got = 0;
+    while (got < out.size()) {
+      if (stash_pos_ == stash_n_ && !poll_locked()) break;
+      rte_mbuf* m = stash_[stash_pos_++];
+      if (deliver(m, out[got])) ++got;
+      rte_pktmbuf_free(m);
+    }
+    service_arp(Clock::now());
+    return got;
+  }
+
+  void wait_rx(std::chrono::microseconds timeout) override {
+    const auto start = Clock::now();
+    const auto deadline = start + timeout;
+    auto step = kFirstSleep;
+    for (;;) {
+      if (wake_.exchange(false, std::memory_order_acq_rel)) return;
+      {
+        std::lock_guard lk(io_mu_);
+        if (stash_pos_ < stash_n_ || poll_locked()) return;
+        service_arp(Clock::now());
+      }
+      const auto now = Clock::now();
+      if (now >= deadline) return;
+      if (now - start < kSpin) {
+        std::this_thread::yield();
+        continue;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
+      std::unique_lock wl(wait_mu_);
+      sleeping_.store(true, std::memory_order_seq_cst);
+      wait_cv_.wait_for(wl, std::min(step, left), [&] { return wake_.load(std::memory_order_acquire); });
+      sleeping_.store(false, std::memory_order_relaxed);
+      step = std::min(step * 2, kMaxSleep);
+    }
+  }
+
+  void wake() override {
+    wake_.store(true, std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_seq_cst)) {
+      std::lock_guard wl(wait_mu_);
+      wait_cv_.notify_all();
+    }
+  }
+
+ private:
+  struct Neigh {
+    eth::Mac mac;
+    bool is_static = false;
+  };
+  struct Pending {
+    std::deque<std::pair<NetAddr, std::vector<std::uint8_t>>> frames;
+    int tries = 0;
+    Clock::time_point next{};
+  };
+
+  // Host-side checks that need no DPDK: the interface of af_packet/af_xdp exists; a memif
+  // server's socket path is usable (a stale socket file of a dead server is removed).
+  bool check_vdev_host(const std::string& devargs, std::string& error) {
+    const std::string name = devargs_name(devargs);
+    if (name.rfind("net_af_packet", 0) == 0 || name.rfind("net_af_xdp", 0) == 0) {
+      const std::string iface = kvarg(devargs, "iface");
+      if (::if_nametoindex(iface.c_str()) == 0) {
+        error = "dpdk netdev: interface '" + iface + "' of " + name + " not found (in this network namespace)";
+        return false;
+      }
+    }
+    if (name.rfind("net_memif", 0) == 0) {
+      memif_socket_ = kvarg(devargs, "socket");
+      memif_client_ = kvarg(devargs, "role") == "client";
+      const auto dir = std::filesystem::path(memif_socket_).parent_path();
+      std::error_code ec;
+      if (!std::filesystem::is_directory(dir, ec)) {
+        error = "dpdk netdev: memif socket directory '" + dir.string() + "' does not exist";
+        return false;
+      }
+      struct stat st {};
+      if (!memif_client_ && ::lstat(memif_socket_.c_str(), &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+          error = "dpdk netdev: memif socket path '" + memif_socket_ + "' exists and is not a socket";
+          return false;
+        }
+        if (!socket_alive(memif_socket_)) {
+          ::unlink(memif_socket_.c_str());  // left behind by a server that died
+        } else {
+          error = "dpdk netdev: memif socket '" + memif_socket_ + "' is in use by another server";
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  static bool socket_alive(const std::string& path) {
+    const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    const bool alive = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return alive;
+  }
+
+  bool setup_port(const NetdevConfig& cfg, std::string& error) {
+    const DpdkConfig& d = cfg.dpdk;
+    std::uint16_t pid = 0;
+    if (d.port >= 0) {
+      pid = static_cast<std::uint16_t>(d.port);
+      if (!rte_eth_dev_is_valid_port(pid)) {
+        error = "port " + std::to_string(d.port) + " does not exist (" + std::to_string(rte_eth_dev_count_avail()) +
+                " ports)";
+        return false;
+      }
+    } else if (!d.vdev.empty() || !d.pci.empty()) {
+      const std::string name = devargs_name(d.vdev.empty() ? d.pci : d.vdev);
+      if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
+        bool found = false;
+        for (std::uint16_t p = 0; p < RTE_MAX_ETHPORTS; ++p) {
+          if (!rte_eth_dev_is_valid_port(p)) continue;
+          char n[RTE_ETH_NAME_MAX_LEN];
+          if (rte_eth_dev_get_name_by_port(p, n) == 0 && std::string(n).find(name) != std::string::npos) {
+            pid = p;
+            found = true;
+            break;
+          }
+        }
+        if (!found) {
+          error = "no port for device '" + name + "' (the PMD did not create it: see EAL's messages above" +
+                  (d.pci.empty() ? std::string(")") : "; is the device bound to vfio-pci?)");
+          return false;
+        }
+      }
+    } else if (rte_eth_dev_count_avail() == 0) {
+      error = "no DPDK port (give dpdk_vdev or dpdk_pci)";
+      return false;
+    }
+    port_ = pid;
+    char pname[RTE_ETH_NAME_MAX_LEN] = "?";
+    rte_eth_dev_get_name_by_port(port_, pname);
+    port_name_ = pname;
+
+    rte_eth_dev_info info{};
+    if (int r = rte_eth_dev_info_get(port_, &info); r != 0) {
+      error = "rte_eth_dev_info_get(port " + std::to_string(port_) + "): " + std::strerror(-r);
+      return false;
+    }
+    if (mtu_ > info.max_mtu || mtu_ < info.min_mtu) {
+      error = "port " + port_name_ + " supports MTU " + std::to_string(info.min_mtu) + ".." +
+              std::to_string(info.max_mtu) + ", not mtu=" + std::to_string(mtu_);
+      return false;
+    }
+    const unsigned frame = mtu_ + eth::kEthHdr + 4;
+    const unsigned room = std::max<unsigned>(RTE_MBUF_DEFAULT_DATAROOM, frame) + RTE_PKTMBUF_HEADROOM;
+    if (room > 65535) {
+      error = "mtu " + std::to_string(mtu_) + " too large for one mbuf";
+      return false;
+    }
+    std::uint16_t rxd = d.rx_desc, txd = d.tx_desc;
+    rte_eth_conf conf{};
+    conf.rxmode.mtu = mtu_;
+    // memif reports a 1518-byte max frame but carries frames up to its bsize (checked against
+    // the mtu in the config checks): configure it with the default MTU.
+    const bool memif = !memif_socket_.empty();
+    if (memif && mtu_ + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen) conf.rxmode.mtu = 0;
+    if (int r = rte_eth_dev_configure(port_, 1, 1, &conf); r != 0) {
+      error = "rte_eth_dev_configure(port " + port_name_ + ", mtu " + std::to_string(mtu_) + "): " + std::strerror(-r) +
+              " (the port takes frames up to " + std::to_string(info.max_rx_pktlen) + " bytes" +
+              (port_name_.rfind("net_af_packet", 0) == 0 ? "; af_packet: larger frames need framesz=;blocksz=" : "") +
+              ")";
+      return false;
+    }
+    rte_eth_dev_adjust_nb_rx_tx_desc(port_, &rxd, &txd);
+    rx_desc_ = rxd;
+    const unsigned nmbufs = std::max(8191u, (2u * (rxd + txd) + 1023u) | 1023u);
+    const int socket = std::max(0, rte_eth_dev_socket_id(port_));
+    pool_ = rte_pktmbuf_pool_create(("softrnic_mb_" + std::to_string(::getpid())).c_str(), nmbufs, 256, 0,
+                                    static_cast<std::uint16_t>(room), socket);
+    if (!pool_) {
+      error = "mbuf pool of " + std::to_string(nmbufs) + " x " + std::to_string(room) +
+              " bytes: " + rte_strerror(rte_errno) + " (raise dpdk_mem)";
+      return false;
+    }
+    if (int r = rte_eth_rx_queue_setup(port_, 0, rxd, static_cast<unsigned>(socket), nullptr, pool_); r != 0) {
+      error = "rx queue setup (port " + port_name_ + "): " + std::strerror(-r);
+      return false;
+    }
+    if (int r = rte_eth_tx_queue_setup(port_, 0, txd, static_cast<unsigned>(socket), nullptr); r != 0) {
+      error = "tx queue setup (port " + port_name_ + "): " + std::strerror(-r);
+      return false;
+    }
+    port_configured_ = true;
+    rte_ether_addr hw{};
+    rte_eth_macaddr_get(port_, &hw);
+    std::memcpy(mac_.b.data(), hw.addr_bytes, 6);
+    if (!d.mac.empty()) {
+      eth::parse_mac(d.mac, mac_);
+      rte_ether_addr want{};
+      std::memcpy(want.addr_bytes, mac_.b.data(), 6);
+      if (rte_eth_dev_default_mac_addr_set(port_, &want) != 0) {
+        // The port keeps its own address: receive everything and filter on ours.
+        rte_eth_promiscuous_enable(port_);
+      }
+    }
+    if (mac_.is_zero() || mac_.is_multicast()) {
+      mac_ = eth::mac_from_ip(ip_);
+      rte_eth_promiscuous_enable(port_);
+    }
+
+    // Start (memif: fails with EPERM while the peer's socket is not listening yet) and wait for
+    // the link; a memif client whose link stays down is restarted (its first connect can race
+    // the server's start-up and is never retried).
+    const auto deadline = Clock::now() + link_timeout_;
+    int r = 0;
+    while ((r = rte_eth_dev_start(port_)) != 0 && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (r != 0) {
+      error = "rte_eth_dev_start(port " + port_name_ + ") failed: " + std::strerror(-r);
+      return false;
+    }
+    started_ = true;
+    auto last_start = Clock::now();
+    for (;;) {
+      rte_eth_link link{};
+      rte_eth_link_get_nowait(port_, &link);
+      if (link.link_status == RTE_ETH_LINK_UP) break;
+      const auto now = Clock::now();
+      if (now >= deadline) {
+        error = "link of port " + port_name_ + " did not come up within " + std::to_string(link_timeout_.count()) +
+                " ms" +
+                (memif_socket_.empty() ? std::string(" (is the interface up, the cable in?)")
+                                       : " (is the memif peer running on " + memif_socket_ + "?)");
+        return false;
+      }
+      if (memif_client_ && now - last_start > kMemifRestart) {
+        rte_eth_dev_stop(port_);
+        while (rte_eth_dev_start(port_) != 0 && Clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        last_start = Clock::now();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+
+  void shutdown() {
+    std::lock_guard lk(io_mu_);
+    if (!eal_up_) return;
+    if (std::getenv("SOFTRNIC_STATS")) print_stats();
+    while (stash_pos_ < stash_n_) rte_pktmbuf_free(stash_[stash_pos_++]);
+    if (port_configured_) {
+      if (started_) rte_eth_dev_stop(port_);
+      rte_eth_dev_close(port_);
+    }
+    if (pool_) rte_mempool_free(pool_);
+    pool_ = nullptr;
+    rte_eal_cleanup();
+    eal_up_ = false;
+    std::error_code ec;
+    std::filesystem::remove_all(run_dir_, ec);
+    if (!memif_socket_.empty() && !memif_client_) {
+      struct stat st {};
+      if (::lstat(memif_socket_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(memif_socket_.c_str());
+    }
+    std::lock_guard glk(g_eal_mu);
+    g_eal = EalState::finished;
+  }
+
+  void print_stats() const {
+    const NetdevStats s = stats_.snapshot();
+    std::fprintf(stderr,
+                 "softrnic: dpdk %s %s ip %s: tx %llu frames %llu bytes, %llu dropped (no mbuf %llu, ring full %llu); "
+                 "rx %llu frames %llu bytes, %llu truncated, %llu not ours, %llu invalid, %llu to closed ports; "
+                 "arp: %llu requests sent, %llu replies sent, %llu requests received, %llu replies received, "
+                 "%llu frames queued, %llu queue drops, %llu resolutions failed\n",
+                 port_name_.c_str(), eth::to_string(mac_).c_str(), to_string(NetAddr{ip_, udp_port_}).c_str(),
+                 ull(s.tx_frames), ull(s.tx_bytes), ull(s.tx_dropped), ull(c_.tx_no_mbuf), ull(c_.tx_full),
+                 ull(s.rx_frames), ull(s.rx_bytes), ull(s.rx_truncated), ull(c_.rx_not_ours), ull(c_.rx_invalid),
+                 ull(c_.rx_port_unreach), ull(c_.arp_req_tx), ull(c_.arp_rep_tx), ull(c_.arp_req_rx),
+                 ull(c_.arp_rep_rx), ull(c_.arp_queued), ull(c_.arp_queue_drops), ull(c_.arp_failed));
+  }
+  static unsigned long long ull(const std::atomic<std::uint64_t>& v) { return v.load(); }
+  static unsigned long long ull(std::uint64_t v) { return v; }
+
+  // ---- datapath (io_mu_ held) ----
+  bool poll_locked() {
+    stash_pos_ = 0;
+    stash_n_ = rte_eth_rx_burst(port_, 0, stash_, kBurst);
+    return stash_n_ > 0;
+  }
+
+  rte_mbuf* build_udp(NetAddr to, const eth::Mac& dst_mac, std::initializer_list<std::span<const std::uint8_t>> parts) {
+    std::size_t len = 0;
+    for (auto p : parts) len += p.size();
+    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+    if (!m) {
+      c_.tx_no_mbuf++;
+      stats_.tx_dropped++;
+      return nullptr;
+    }
+    const std::size_t flen = std::max(eth::kUdpHeaders + len, eth::kMinFrame);
+    auto* p = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, static_cast<std::uint16_t>(flen)));
+    if (!p) {
+      rte_pktmbuf_free(m);
+      stats_.tx_dropped++;
+      return nullptr;
+    }
+    std::uint8_t* q = p + eth::kUdpHeaders;
+    for (auto part : parts) {
+      if (part.empty()) continue;
+      std::memcpy(q, part.data(), part.size());
+      q += part.size();
+    }
+    if (flen > eth::kUdpHeaders + len) std::memset(q, 0, flen - eth::kUdpHeaders - len);
+    const eth::UdpFrameAddrs a{mac_, dst_mac, {ip_, udp_port_}, to};
+    eth::write_udp_headers(p, a, ip_id_++, {std::span<const std::uint8_t>(p + eth::kUdpHeaders, len)});
+    stats_.tx_frames++;
+    stats_.tx_bytes += len;
+    if (pcap_) pcap_->write(std::span<const std::uint8_t>(p, flen));
+    return m;
+  }
+
+  void send_mbufs(rte_mbuf** m, std::uint16_t n) {
+    std::uint16_t sent = 0;
+    for (int tries = 0; sent < n && tries < 64; ++tries) {
+      sent =
+          static_cast<std::uint16_t>(sent + rte_eth_tx_burst(port_, 0, m + sent, static_cast<std::uint16_t>(n - sent)));
+      if (sent < n) std::this_thread::yield();
+    }
+    for (std::uint16_t i = sent; i < n; ++i) {
+      rte_pktmbuf_free(m[i]);
+      c_.tx_full++;
+      stats_.tx_dropped++;
+      stats_.tx_frames--;  // counted when built
+    }
+  }
+
+  void send_arp(const eth::Mac& eth_dst, const eth::Arp& arp) {
+    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+    if (!m) {
+      c_.tx_no_mbuf++;
+      return;
+    }
+    auto* p = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, eth::kMinFrame));
+    if (!p) {
+      rte_pktmbuf_free(m);
+      return;
+    }
+    eth::write_arp_frame(p, eth_dst, arp);
+    if (pcap_) pcap_->write(std::span<const std::uint8_t>(p, eth::kMinFrame));
+    if (rte_eth_tx_burst(port_, 0, &m, 1) != 1) {
+      rte_pktmbuf_free(m);
+      c_.tx_full++;
+      return;
+    }
+    (arp.op == eth::ArpOp::request ? c_.arp_req_tx : c_.arp_rep_tx)++;
+  }
+
+  void queue_unresolved(const TxFrame& f) {
+    Pending& pd = pending_[f.to.ip];
+    if (pd.frames.size() >= kMaxPendingPerDst) {
+      c_.arp_queue_drops++;
+      stats_.tx_dropped++;
+      return;
+    }
+    std::vector<std::uint8_t> bytes;
+    bytes.reserve(f.size());
+    for (auto part : {f.head, f.body, f.tail}) bytes.insert(bytes.end(), part.begin(), part.end());
+    pd.frames.emplace_back(f.to, std::move(bytes));
+    c_.arp_queued++;
+    if (pd.tries == 0) {
+      pd.next = Clock::now();  // the first request goes out now
+      service_arp(pd.next);
+    }
+  }
+
+  void service_arp(Clock::time_point now) {
+    if (pending_.empty()) return;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Pending& pd = it->second;
+      if (now < pd.next) {
+        ++it;
+        continue;
+      }
+      if (pd.tries >= kArpTries) {
+        c_.arp_failed++;
+        c_.arp_queue_drops += pd.frames.size();
+        stats_.tx_dropped += pd.frames.size();
+        it = pending_.erase(it);
+        continue;
+      }
+      pd.tries++;
+      pd.next = now + kArpRetry;
+      send_arp(eth::kBroadcast, eth::Arp{eth::ArpOp::request, mac_, eth::Mac{}, ip_, it->first});
+      ++it;
+    }
+  }
+
+  void learn(std::uint32_t ip, const eth::Mac& mac, bool create) {
+    if (ip == 0 || mac.is_multicast() || mac.is_zero()) return;
+    auto it = neigh_.find(ip);
+    if (it != neigh_.end()) {
+      if (!it->second.is_static) it->second.mac = mac;
+    } else if (create) {
+      neigh_[ip] = Neigh{mac, false};
+    }
+    auto pit = pending_.find(ip);
+    if (pit == pending_.end()) return;
+    const eth::Mac dst = neigh_[ip].mac;
+    auto frames = std::move(pit->second.frames);
+    pending_.erase(pit);
+    rte_mbuf* out[kBurst];
+    std::uint16_t k = 0;
+    for (auto& [to, bytes] : frames) {
+      rte_mbuf* m = build_udp(to, dst, {std::span<const std::uint8_t>(bytes)});
+      if (!m) continue;
+      out[k++] = m;
+      if (k == kBurst) {
+        send_mbufs(out, k);
+        k = 0;
+      }
+    }
+    if (k) send_mbufs(out, k);
+  }
+
+  void handle_arp(const eth::Arp& a) {
+    const bool for_me = a.tpa == ip_;
+    if (a.op == eth::ArpOp::request) {
+      if (for_me) c_.arp_req_rx++;
+      learn(a.spa, a.sha, for_me);  // RFC 826: merge, and add the requester when it asks for us
+      if (for_me) send_arp(a.sha, eth::Arp{eth::ArpOp::reply, mac_, a.sha, ip_, a.spa});
+    } else {
+      if (for_me) c_.arp_rep_rx++;
+      learn(a.spa, a.sha, for_me);
+    }
+  }
+
+  bool deliver(rte_mbuf* m, RxFrame& f) {
+    const std::size_t len = rte_pktmbuf_pkt_len(m);
+    const std::uint8_t* p;
+    if (m->nb_segs == 1) {
+      p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+    } else {
+      if (scratch_.size() < len) scratch_.resize(len);
+      p = static_cast<const std::uint8_t*>(rte_pktmbuf_read(m, 0, static_cast<std::uint32_t>(len), scratch_.data()));
+    }
+    const std::span<const std::uint8_t> frame(p, len);
+    if (pcap_) pcap_->write(frame);
+    const eth::ParsedFrame pf = eth::parse_frame(frame, check_udp_);
+    if (pf.kind == eth::FrameKind::arp) {
+      handle_arp(pf.arp);
+      return false;
+    }
+    if (pf.kind != eth::FrameKind::udp) {
+      if (pf.kind == eth::FrameKind::not_ipv4 || pf.kind == eth::FrameKind::not_udp)
+        c_.rx_not_ours++;
+      else
+        c_.rx_invalid++;
+      return false;
+    }
+    if ((pf.dst_mac != mac_ && !pf.dst_mac.is_broadcast()) || pf.dst.ip != ip_) {
+      c_.rx_not_ours++;
+      return false;
+    }
+    if (pf.dst.port != udp_port_) {
+      c_.rx_port_unreach++;
+      return false;
+    }
+    if (pf.payload_len > f.cap) {
+      stats_.rx_truncated++;
+      return false;
+    }
+    std::memcpy(f.buf, p + pf.payload_off, pf.payload_len);
+    f.len = pf.payload_len;
+    f.from = pf.src;
+    stats_.rx_frames++;
+    stats_.rx_bytes += pf.payload_len;
+    return true;
+  }
+
+  // configuration
+  std::uint32_t ip_ = 0;
+  std::uint16_t udp_port_ = 0;
+  std::uint32_t mtu_ = 1500;
+  std::size_t max_dgram_ = 1472;
+  bool check_udp_ = false;
+  std::chrono::milliseconds link_timeout_{5000};
+  std::vector<std::string> argv_store_;
+  std::string prefix_, run_dir_, port_name_, memif_socket_;
+  bool memif_client_ = false;
+  // DPDK state
+  bool eal_up_ = false, port_configured_ = false, started_ = false;
+  std::uint16_t port_ = 0;
+  std::uint16_t rx_desc_ = 1024;
+  rte_mempool* pool_ = nullptr;
+  eth::Mac mac_;
+  // datapath, under io_mu_
+  std::mutex io_mu_;
+  rte_mbuf* stash_[kBurst] = {};
+  std::uint16_t stash_n_ = 0, stash_pos_ = 0;
+  std::uint16_t ip_id_ = 1;
+  std::unordered_map<std::uint32_t, Neigh> neigh_;
+  std::unordered_map<std::uint32_t, Pending> pending_;
+  std::vector<std::uint8_t> scratch_;
+  std::unique_ptr<PcapWriter> pcap_;
+  // waiting
+  std::atomic<bool> wake_{false}, sleeping_{false};
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  AtomicNetdevStats stats_;
+  DpdkCounters c_;
+};
+
+}  // namespace
+
+bool dpdk_available() {
+  return true;
+}
+
+std::unique_ptr<Netdev> make_dpdk(const NetdevConfig& cfg, std::string& error) {
+  auto d = std::make_unique<DpdkNetdev>();
+  if (!d->open(cfg, error)) return nullptr;
+  return d;
+}
+
+}  // namespace softrnic::netdev
