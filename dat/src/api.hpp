@@ -44,6 +44,9 @@ DAT_RETURN cno_create(DAT_IA_HANDLE ia, DAT_OS_WAIT_PROXY_AGENT agent, DAT_CNO_H
 DAT_RETURN cno_query(DAT_CNO_HANDLE cno, DAT_CNO_PARAM_MASK mask, DAT_CNO_PARAM* p);
 DAT_RETURN cno_wait(DAT_CNO_HANDLE cno, DAT_TIMEOUT timeout, DAT_EVD_HANDLE* evd);
 DAT_RETURN cno_free(DAT_CNO_HANDLE cno);
+DAT_RETURN cno_fd_create(DAT_IA_HANDLE ia, DAT_FD* fd, DAT_CNO_HANDLE* cno);
+DAT_RETURN cno_trigger(DAT_CNO_HANDLE cno, DAT_EVD_HANDLE* evd);
+DAT_RETURN cno_modify_agent(DAT_CNO_HANDLE cno, DAT_OS_WAIT_PROXY_AGENT agent);
 Evd* new_evd(Ia* ia, DAT_COUNT qlen, Cno* cno, DAT_EVD_FLAGS flags);
 void free_evd(Evd* evd);
 void free_cno(Cno* cno);

@@ -1,4 +1,7 @@
 // Event dispatchers and consumer notification objects.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -96,12 +99,30 @@ void drain(Evd& evd) {
 }  // namespace
 
 void Cno::trigger(Evd* e) {
+  DAT_OS_WAIT_PROXY_AGENT a;
   {
     std::lock_guard lk(mu);
     triggered = true;
     trigger_evd = e;
+    if (fd >= 0) {
+      const std::uint64_t one = 1;
+      [[maybe_unused]] const ssize_t n = ::write(fd, &one, sizeof one);  // EAGAIN: already readable
+    }
+    a = agent;
   }
   cv.notify_all();
+  // The wait proxy agent (dat_cno_create, dat_cno_modify_agent) hears of every trigger.
+  if (a.proxy_agent_func) a.proxy_agent_func(a.instance_data, e);
+}
+
+Evd* Cno::take() {
+  if (!triggered) return nullptr;
+  triggered = false;
+  if (fd >= 0) {
+    std::uint64_t v;
+    [[maybe_unused]] const ssize_t n = ::read(fd, &v, sizeof v);  // no longer readable
+  }
+  return std::exchange(trigger_evd, nullptr);
 }
 
 void Evd::signal() {
@@ -386,6 +407,45 @@ DAT_RETURN cno_create(DAT_IA_HANDLE h, DAT_OS_WAIT_PROXY_AGENT agent, DAT_CNO_HA
   return DAT_SUCCESS;
 }
 
+// A CNO with a file descriptor (an eventfd) that is readable while the CNO is triggered, for
+// poll/select/epoll; dat_cno_trigger (or dat_cno_wait) takes the trigger and clears it.
+DAT_RETURN cno_fd_create(DAT_IA_HANDLE h, DAT_FD* fd, DAT_CNO_HANDLE* out) {
+  std::lock_guard lk(api_mutex());
+  Ia* ia = get<Ia>(h, Kind::ia);
+  if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+  if (!fd) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  const int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (efd < 0) return err(DAT_INSUFFICIENT_RESOURCES);
+  Cno* cno = make<Cno>(ia, ia->provider);
+  cno->fd = efd;
+  *fd = efd;
+  *out = cno;
+  return DAT_SUCCESS;
+}
+
+// The EVD that last triggered the CNO, taking the trigger (DAT_HANDLE_NULL when not triggered);
+// it does not block.
+DAT_RETURN cno_trigger(DAT_CNO_HANDLE h, DAT_EVD_HANDLE* evd_out) {
+  std::lock_guard lk(api_mutex());
+  Cno* cno = get<Cno>(h, Kind::cno);
+  if (!cno) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+  if (!evd_out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  std::lock_guard cl(cno->mu);
+  Evd* e = cno->take();
+  *evd_out = e ? static_cast<DAT_EVD_HANDLE>(e) : DAT_HANDLE_NULL;
+  return DAT_SUCCESS;
+}
+
+DAT_RETURN cno_modify_agent(DAT_CNO_HANDLE h, DAT_OS_WAIT_PROXY_AGENT agent) {
+  std::lock_guard lk(api_mutex());
+  Cno* cno = get<Cno>(h, Kind::cno);
+  if (!cno) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+  std::lock_guard cl(cno->mu);
+  cno->agent = agent;
+  return DAT_SUCCESS;
+}
+
 DAT_RETURN cno_query(DAT_CNO_HANDLE h, DAT_CNO_PARAM_MASK, DAT_CNO_PARAM* p) {
   std::lock_guard lk(api_mutex());
   Cno* cno = get<Cno>(h, Kind::cno);
@@ -393,8 +453,14 @@ DAT_RETURN cno_query(DAT_CNO_HANDLE h, DAT_CNO_PARAM_MASK, DAT_CNO_PARAM* p) {
   if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   std::memset(p, 0, sizeof *p);
   p->ia_handle = consumer_ia_handle(cno->ia);
-  p->proxy_type = DAT_PROXY_TYPE_AGENT;
-  p->proxy.agent = cno->agent;
+  std::lock_guard cl(cno->mu);
+  if (cno->fd >= 0) {
+    p->proxy_type = DAT_PROXY_TYPE_FD;
+    p->proxy.fd = cno->fd;
+  } else {
+    p->proxy_type = DAT_PROXY_TYPE_AGENT;
+    p->proxy.agent = cno->agent;
+  }
   return DAT_SUCCESS;
 }
 
@@ -421,8 +487,7 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE h, DAT_TIMEOUT timeout, DAT_EVD_HANDLE* evd_o
   if (cno->dead) {
     ret = err(DAT_ABORT);
   } else if (ok && cno->triggered) {
-    cno->triggered = false;
-    *evd_out = cno->trigger_evd;
+    *evd_out = cno->take();
     ret = DAT_SUCCESS;
   } else {
     ret = err(DAT_TIMEOUT_EXPIRED);
@@ -438,6 +503,8 @@ void free_cno(Cno* cno) {
     cno->dead = true;
     cno->cv.notify_all();
     cno->cv.wait(cl, [&] { return cno->waiters == 0; });
+    if (cno->fd >= 0) ::close(cno->fd);
+    cno->fd = -1;
   }
   destroy(cno);
 }

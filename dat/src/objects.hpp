@@ -114,9 +114,12 @@ struct Cno : Obj {
   Evd* trigger_evd = nullptr;
   int waiters = 0;
   bool dead = false;
-  DAT_OS_WAIT_PROXY_AGENT agent{};
+  DAT_OS_WAIT_PROXY_AGENT agent{};  // called on every trigger (guarded by mu)
+  int fd = -1;                      // dat_cno_fd_create: an eventfd readable while the CNO is triggered
   std::atomic<int> evd_refs{0};
   void trigger(Evd* e);
+  // Takes the trigger (caller holds mu): the EVD that triggered, or nullptr.
+  Evd* take();
 };
 
 struct Evd : Obj {

@@ -127,6 +127,9 @@ void fill(DAT_PROVIDER& p) {
   p.cno_create_func = cno_create;
   p.cno_query_func = cno_query;
   p.cno_free_func = cno_free;
+  p.cno_fd_create_func = cno_fd_create;
+  p.cno_trigger_func = cno_trigger;
+  p.cno_modify_agent_func = cno_modify_agent;
   p.cno_wait_func = cno_wait;
   p.cr_query_func = cr_query;
   p.cr_accept_func = cr_accept;

@@ -3,6 +3,8 @@
 // can hold both ends of a connection.
 #include <arpa/inet.h>
 #include <dat2/udat.h>
+#include <fcntl.h>
+#include <poll.h>
 // after udat.h: the provider table, for calls libdat2 does not export
 #include <dat2/dat_registry.h>
 #include <gtest/gtest.h>
@@ -873,4 +875,60 @@ TEST(DatApi, ProviderFlagPspCreatesTheEp) {
   ASSERT_EQ(got.event_number, DAT_DTO_COMPLETION_EVENT);
   EXPECT_EQ(got.event_data.dto_completion_event_data.user_cookie.as_64, 5u);
   EXPECT_STREQ(buf.data(), "provider ep");
+}
+
+namespace {
+struct AgentLog {
+  std::atomic<int> calls{0};
+  std::atomic<DAT_EVD_HANDLE> evd{DAT_HANDLE_NULL};
+};
+void agent_fn(DAT_PVOID data, DAT_EVD_HANDLE evd) {
+  auto* log = static_cast<AgentLog*>(data);
+  log->evd = evd;
+  log->calls++;
+}
+extern "C" DAT_RETURN dats_get_ia_handle(DAT_IA_HANDLE handle, DAT_IA_HANDLE* ia_handle_p);  // libdat2
+bool readable(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+}  // namespace
+
+TEST(DatApi, CnoFileDescriptorTriggerAndAgent) {
+  Ia ia;
+  // dat_cno_fd_create and dat_cno_trigger are not exported by libdat2: through the provider table.
+  DAT_PROVIDER* prov = DAT_HANDLE_TO_PROVIDER(ia.async);
+  DAT_IA_HANDLE pia = DAT_HANDLE_NULL;  // the provider's IA handle (libdat2 maps the consumer's)
+  ASSERT_EQ(dats_get_ia_handle(ia.ia, &pia), DAT_SUCCESS);
+  DAT_FD fd = -1;
+  DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+  EXPECT_EQ(type_of(prov->cno_fd_create_func(pia, nullptr, &cno)), DAT_INVALID_PARAMETER);
+  ASSERT_EQ(prov->cno_fd_create_func(pia, &fd, &cno), DAT_SUCCESS);
+  ASSERT_GE(fd, 0);
+  DAT_CNO_PARAM cp;
+  ASSERT_EQ(dat_cno_query(cno, DAT_CNO_FIELD_ALL, &cp), DAT_SUCCESS);
+  EXPECT_EQ(cp.proxy_type, DAT_PROXY_TYPE_FD);
+  EXPECT_EQ(cp.proxy.fd, fd);
+  AgentLog log;
+  ASSERT_EQ(dat_cno_modify_agent(cno, DAT_OS_WAIT_PROXY_AGENT{&log, &agent_fn}), DAT_SUCCESS);
+  DAT_EVD_HANDLE evd;
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, cno, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_SUCCESS);
+  DAT_EVD_HANDLE which = evd;
+  ASSERT_EQ(prov->cno_trigger_func(cno, &which), DAT_SUCCESS);
+  EXPECT_EQ(which, DAT_HANDLE_NULL) << "not triggered yet";
+  EXPECT_FALSE(readable(fd, 0));
+  DAT_EVENT se;
+  std::memset(&se, 0, sizeof se);
+  se.event_number = DAT_SOFTWARE_EVENT;
+  ASSERT_EQ(dat_evd_post_se(evd, &se), DAT_SUCCESS);
+  EXPECT_TRUE(readable(fd, 5000)) << "the descriptor is readable once the CNO is triggered";
+  EXPECT_EQ(log.calls.load(), 1) << "the wait proxy agent heard of the trigger";
+  EXPECT_EQ(log.evd.load(), evd);
+  ASSERT_EQ(prov->cno_trigger_func(cno, &which), DAT_SUCCESS);
+  EXPECT_EQ(which, evd);
+  EXPECT_FALSE(readable(fd, 0)) << "taking the trigger clears the descriptor";
+  EXPECT_EQ(type_of(prov->cno_trigger_func(evd, &which)), DAT_INVALID_HANDLE);
+  ASSERT_EQ(dat_evd_free(evd), DAT_SUCCESS);
+  EXPECT_EQ(dat_cno_free(cno), DAT_SUCCESS);
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the descriptor is closed with the CNO";
 }
