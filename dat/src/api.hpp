@@ -66,6 +66,8 @@ DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov
                              const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags);
 DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                               const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags);
+DAT_RETURN ep_post_rdma_read_to_rmr(DAT_EP_HANDLE ep, const DAT_RMR_TRIPLET* local, DAT_DTO_COOKIE cookie,
+                                    const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags);
 DAT_RETURN ep_free(DAT_EP_HANDLE ep);
 DAT_RETURN ep_get_status(DAT_EP_HANDLE ep, DAT_EP_STATE* state, DAT_BOOLEAN* recv_idle, DAT_BOOLEAN* req_idle);
 DAT_RETURN ep_reset(DAT_EP_HANDLE ep);

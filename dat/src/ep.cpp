@@ -458,7 +458,7 @@ namespace {
 
 DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                         const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags, SendOpcode op,
-                        std::uint32_t invalidate_stag = 0) {
+                        std::uint32_t invalidate_stag = 0, bool sink_is_window = false) {
   std::lock_guard lk(api_mutex());
   Ep* ep = live_ep(h);
   if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
@@ -474,7 +474,8 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
   wr.sgl = sgl;
   wr.signaled = !(flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG));
   wr.invalidate_stag = invalidate_stag;
-  wr.fence = (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) != 0;  // waits for earlier RDMA Reads
+  wr.fence = (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) != 0;
+  wr.sink_is_window = sink_is_window;  // waits for earlier RDMA Reads
   if (op == SendOpcode::send && (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)) wr.opcode = SendOpcode::send_solicited;
   if (op == SendOpcode::rdma_write || op == SendOpcode::rdma_read) {
     if (!remote) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
@@ -503,6 +504,17 @@ DAT_RETURN ep_post_send_with_invalidate(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TR
 DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                              const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags) {
   return post_request(h, n, iov, cookie, remote, flags, SendOpcode::rdma_read);
+}
+
+// An RDMA Read whose sink is a memory window of this EP's PZ (bound with remote write: iWARP
+// places the Read Response as tagged data into the window).
+DAT_RETURN ep_post_rdma_read_to_rmr(DAT_EP_HANDLE h, const DAT_RMR_TRIPLET* local, DAT_DTO_COOKIE cookie,
+                                    const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags) {
+  if (!is_live(h, Kind::ep)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (!local) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  // The window's STag travels as the sink's key; the RNIC checks it as a window (remote write).
+  DAT_LMR_TRIPLET sink{local->virtual_address, local->segment_length, local->rmr_context};
+  return post_request(h, 1, &sink, cookie, remote, flags, SendOpcode::rdma_read, 0, true);
 }
 
 DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,

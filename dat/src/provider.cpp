@@ -154,6 +154,7 @@ void fill(DAT_PROVIDER& p) {
   p.ep_post_recv_func = ep_post_recv;
   p.ep_post_rdma_write_func = ep_post_rdma_write;
   p.ep_post_rdma_read_func = ep_post_rdma_read;
+  p.ep_post_rdma_read_to_rmr_func = ep_post_rdma_read_to_rmr;
   p.ep_free_func = ep_free;
   p.ep_get_status_func = ep_get_status;
   p.ep_reset_func = ep_reset;

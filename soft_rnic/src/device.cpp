@@ -514,18 +514,23 @@ class DeviceImpl final : public Device {
     std::uint64_t total = 0;
     for (const Sge& s : wr.sgl) {
       if (s.length == 0) continue;
-      if (mrs_.check(s.lkey, qp->init.pd, s.addr, s.length, Access::none) != MrCheck::ok)
+      // (a window, the sink of a read into an RMR, serves remote access only)
+      if (mrs_.check(s.lkey, qp->init.pd, s.addr, s.length, wr.sink_is_window ? Access::remote_write : Access::none) !=
+          MrCheck::ok)
         return Status::protection_violation;
       total += s.length;
     }
     if (total > limits_.max_msg_size) return Status::length_error;
     const bool read = wr.opcode == SendOpcode::rdma_read;
+    const Access sink_access = wr.sink_is_window ? Access::remote_write : Access::local_write;
     if (read) {
       if (wr.sgl.size() > 1) return Status::invalid_param;
       if (qp->ord == 0) return Status::insufficient_resources;  // the peer takes no RDMA Read at all
       if (!wr.sgl.empty() && wr.sgl[0].length &&
-          mrs_.check(wr.sgl[0].lkey, qp->init.pd, wr.sgl[0].addr, wr.sgl[0].length, Access::local_write) != MrCheck::ok)
+          mrs_.check(wr.sgl[0].lkey, qp->init.pd, wr.sgl[0].addr, wr.sgl[0].length, sink_access) != MrCheck::ok)
         return Status::protection_violation;
+    } else if (wr.sink_is_window) {
+      return Status::invalid_param;
     }
     const WcOpcode wc_op = read                                  ? WcOpcode::rdma_read
                            : wr.opcode == SendOpcode::rdma_write ? WcOpcode::rdma_write
@@ -539,6 +544,7 @@ class DeviceImpl final : public Device {
                 wr.invalidate_stag,
                 total,
                 wr.fence,
+                sink_access,
                 &wqe};
     if (qp->sq_wait.empty() && can_issue(*qp, w)) {
       issue(*qp, w);
@@ -588,7 +594,8 @@ class DeviceImpl final : public Device {
       enqueue_seq(qp, w::FrameType::ddp,
                   {std::span<const std::uint8_t>(h, hl), {reinterpret_cast<const std::uint8_t*>(&rr), sizeof rr}});
       wqe.end_seq = qp.snd_nxt;
-      qp.reads_out.push_back(ReadOut{sink.lkey, sink.addr, static_cast<std::uint32_t>(total), 0, 0, false, &wqe});
+      qp.reads_out.push_back(
+          ReadOut{sink.lkey, sink.addr, static_cast<std::uint32_t>(total), 0, 0, false, &wqe, w.sink_access});
       return;
     }
     const bool write = w.opcode == SendOpcode::rdma_write;
@@ -1471,7 +1478,7 @@ class DeviceImpl final : public Device {
       return;
     }
     if (!s.payload.empty()) {
-      if (mrs_.check(s.stag, qp.init.pd, s.to, s.payload.size(), Access::local_write) != MrCheck::ok) {
+      if (mrs_.check(s.stag, qp.init.pd, s.to, s.payload.size(), rd->sink_access) != MrCheck::ok) {
         terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::local_catastrophic),
                   static_cast<std::uint8_t>(w::RdmapError::catastrophic_local),
                   "an RDMA Read sink region was freed while the read was outstanding");

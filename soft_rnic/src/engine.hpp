@@ -82,7 +82,8 @@ struct WaitingWr {
   std::uint32_t invalidate_stag = 0;
   std::uint64_t total = 0;
   bool fence = false;
-  SendWqe* wqe = nullptr;  // its entry on sq
+  Access sink_access = Access::local_write;  // an RDMA Read's sink: remote_write for a window
+  SendWqe* wqe = nullptr;                    // its entry on sq
 };
 
 // An RDMA Read this QP requested: where its response goes.
@@ -93,7 +94,8 @@ struct ReadOut {
   std::uint64_t placed = 0;
   std::uint32_t max_seq = 0;
   bool seq_seen = false;
-  SendWqe* wqe = nullptr;  // its entry on sq (deque references are stable for push/pop at the ends)
+  SendWqe* wqe = nullptr;                    // its entry on sq (deque references are stable for push/pop at the ends)
+  Access sink_access = Access::local_write;  // remote_write for a memory window
 };
 
 // A Read Request the peer made, waiting for stream order before it is answered.

@@ -932,3 +932,50 @@ TEST(DatApi, CnoFileDescriptorTriggerAndAgent) {
   EXPECT_EQ(dat_cno_free(cno), DAT_SUCCESS);
   EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the descriptor is closed with the CNO";
 }
+
+TEST(DatApi, RdmaReadIntoAMemoryWindow) {
+  Ia ia;
+  End a, b;
+  a.make(ia);
+  b.make(ia);
+  DAT_PSP_HANDLE psp;
+  DAT_EVD_HANDLE cr_evd;
+  connect(ia, a, b, psp, cr_evd);
+  // a's window over a.buf[8192, 8192+512), once with remote write and once without.
+  DAT_RMR_HANDLE rmr;
+  ASSERT_EQ(dat_rmr_create(ia.pz, &rmr), DAT_SUCCESS);
+  DAT_LMR_TRIPLET win = a.iov(8192, 512);
+  DAT_RMR_CONTEXT ctx = 0;
+  DAT_RMR_COOKIE rc;
+  rc.as_64 = 1;
+  ASSERT_EQ(dat_rmr_bind(rmr, a.lmr, &win, DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA, a.ep, rc,
+                         DAT_COMPLETION_SUPPRESS_FLAG, &ctx),
+            DAT_SUCCESS);
+  std::memset(b.buf.data(), 'q', 512);
+  DAT_RMR_TRIPLET src{reinterpret_cast<DAT_VADDR>(b.buf.data()), 512, b.rctx};
+  DAT_RMR_TRIPLET sink{reinterpret_cast<DAT_VADDR>(a.buf.data() + 8192), 512, ctx};
+  DAT_PROVIDER* prov = DAT_HANDLE_TO_PROVIDER(a.ep);  // not exported by libdat2
+  DAT_DTO_COOKIE c;
+  c.as_64 = 7;
+  EXPECT_EQ(type_of(prov->ep_post_rdma_read_to_rmr_func(a.ep, &sink, c, &src, DAT_COMPLETION_DEFAULT_FLAG)),
+            DAT_PROTECTION_VIOLATION)
+      << "the window does not grant remote write";
+  ASSERT_EQ(dat_rmr_bind(rmr, a.lmr, &win, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, DAT_VA_TYPE_VA, a.ep, rc,
+                         DAT_COMPLETION_SUPPRESS_FLAG, &ctx),
+            DAT_SUCCESS);
+  sink.rmr_context = ctx;
+  DAT_RMR_TRIPLET too_long = sink;
+  too_long.segment_length = 513;
+  EXPECT_EQ(type_of(prov->ep_post_rdma_read_to_rmr_func(a.ep, &too_long, c, &src, DAT_COMPLETION_DEFAULT_FLAG)),
+            DAT_LENGTH_ERROR);
+  EXPECT_EQ(type_of(prov->ep_post_rdma_read_to_rmr_func(a.ep, nullptr, c, &src, DAT_COMPLETION_DEFAULT_FLAG)),
+            DAT_INVALID_PARAMETER);
+  ASSERT_EQ(prov->ep_post_rdma_read_to_rmr_func(a.ep, &sink, c, &src, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  const DAT_EVENT e = wait_event(a.req);
+  ASSERT_EQ(e.event_number, DAT_DTO_COMPLETION_EVENT);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 7u);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+  EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, 512u);
+  EXPECT_EQ(std::string(a.buf.data() + 8192, 512), std::string(512, 'q'));
+  EXPECT_EQ(a.buf[8192 + 512], 0) << "nothing beyond the window";
+}

@@ -130,6 +130,9 @@ struct SendWr {
   std::uint32_t invalidate_stag = 0;  // send_invalidate
   // Read fence: not started before every earlier RDMA Read of this QP has completed.
   bool fence = false;
+  // rdma_read into a memory window (dat_ep_post_rdma_read_to_rmr): the sink SGE's lkey is the
+  // window's STag, which must grant remote write (iWARP places Read Responses as tagged data).
+  bool sink_is_window = false;
 };
 struct RecvWr {
   std::uint64_t wr_id = 0;
