@@ -127,7 +127,18 @@ bool apply_env(DeviceConfig& cfg, std::string& error) {
     }
     cfg.netdev.pcap = env;
   }
-  return apply_impair_env(cfg, error);
+  if (!apply_impair_env(cfg, error)) return false;
+  // The dpdk settings are checked here, before anything reaches DPDK, so a bad one is an invalid
+  // parameter of dat_ia_open (not a failure of the device).
+  if (cfg.netdev.kind == "dpdk" && !netdev::validate_dpdk_config(cfg.netdev, error)) {
+    error = "netdev=dpdk: " + error;
+    return false;
+  }
+  if (cfg.netdev.kind != "dpdk" && cfg.netdev.dpdk != netdev::DpdkConfig{}) {
+    error = "dpdk_*, mac, mtu and neigh apply only to netdev=dpdk (this is netdev=" + cfg.netdev.kind + ")";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace softrnic::dat

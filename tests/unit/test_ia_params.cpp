@@ -148,3 +148,21 @@ TEST(IaParams, NetdevEnvironmentReplacesTheNetdev) {
   EXPECT_EQ(c.netdev.impair.reorder, 4u);
   unsetenv("SOFTRNIC_IMPAIR");
 }
+
+TEST(IaParams, DpdkSettingsAreCheckedBeforeTheDeviceOpens) {
+  struct Case {
+    const char *params, *msg;
+  } cases[] = {
+      {"netdev=dpdk ip=10.78.0.1 dpdk_vdev=net_bogus0", "netdev=dpdk: dpdk vdev 'net_bogus0': unknown PMD"},
+      {"netdev=dpdk ip=10.78.0.1 dpdk_vdev=net_memif0", "net_memif needs socket="},
+      {"netdev=dpdk ip=10.78.0.1 dpdk_eal=--help", "unsupported EAL argument '--help'"},
+      {"netdev=udp mtu=9000", "apply only to netdev=dpdk"},
+  };
+  for (const auto& c : cases) {
+    DeviceConfig cfg;
+    std::string e;
+    ASSERT_TRUE(dat::parse_ia_params(c.params, cfg, e)) << c.params << ": " << e;
+    EXPECT_FALSE(dat::apply_env(cfg, e)) << c.params;
+    EXPECT_NE(e.find(c.msg), std::string::npos) << c.params << " -> " << e;
+  }
+}
