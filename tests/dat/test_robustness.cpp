@@ -147,3 +147,92 @@ TEST(Robustness, EveryEntryPointRefusesStaleAndWrongHandles) {
   EXPECT_EQ(dat_pz_free(pz), DAT_SUCCESS);
   EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 }
+
+extern "C" DAT_RETURN dats_get_ia_handle(DAT_IA_HANDLE handle, DAT_IA_HANDLE* ia_handle_p);  // libdat2
+
+TEST(Robustness, EveryEntryPointRefusesTheNullHandle) {
+  DAT_IA_HANDLE ia;
+  DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+  ASSERT_EQ(dat_ia_open(const_cast<char*>("softrnic_loopback"), 8, &async, &ia), DAT_SUCCESS);
+  const DAT_PROVIDER* p = DAT_HANDLE_TO_PROVIDER(async);
+  for (const Slot& s : slots()) EXPECT_TRUE(refused(s.call(p, DAT_HANDLE_NULL))) << s.name << " with DAT_HANDLE_NULL";
+  EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+}
+
+// Every entry point with a live handle of the right type and every other argument zero or NULL
+// (NULL output pointers, zero counts, zero flags, zero timeouts): each answers with a DAT_RETURN
+// of its page (never DAT_INTERNAL_ERROR), nothing crashes (ASan run too), and the IA still closes.
+// Each slot gets a fresh IA, since some calls (frees, an abrupt close: DAT_CLOSE_ABRUPT_FLAG is 0)
+// legitimately consume their object.
+TEST(Robustness, EveryEntryPointWithTheRightHandleAndZeroArguments) {
+  for (const Slot& s : slots()) {
+    SCOPED_TRACE(s.name);
+    DAT_IA_HANDLE ia;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    ASSERT_EQ(dat_ia_open(const_cast<char*>("softrnic_loopback"), 8, &async, &ia), DAT_SUCCESS);
+    DAT_IA_HANDLE pia = DAT_HANDLE_NULL;  // the provider's own IA handle
+    ASSERT_EQ(dats_get_ia_handle(ia, &pia), DAT_SUCCESS);
+    DAT_PZ_HANDLE pz;
+    ASSERT_EQ(dat_pz_create(ia, &pz), DAT_SUCCESS);
+    DAT_EVD_HANDLE evd;
+    ASSERT_EQ(
+        dat_evd_create(ia, 16, DAT_HANDLE_NULL,
+                       static_cast<DAT_EVD_FLAGS>(DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG | DAT_EVD_CR_FLAG), &evd),
+        DAT_SUCCESS);
+    DAT_EP_HANDLE ep;
+    ASSERT_EQ(dat_ep_create(ia, pz, evd, evd, evd, nullptr, &ep), DAT_SUCCESS);
+    std::vector<char> mem(4096);
+    DAT_REGION_DESCRIPTION r;
+    r.for_va = mem.data();
+    DAT_LMR_HANDLE lmr;
+    DAT_LMR_CONTEXT lctx;
+    DAT_RMR_CONTEXT rctx;
+    DAT_VLEN len;
+    DAT_VADDR addr;
+    ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, r, mem.size(), pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr,
+                             &lctx, &rctx, &len, &addr),
+              DAT_SUCCESS);
+    DAT_RMR_HANDLE rmr;
+    ASSERT_EQ(dat_rmr_create(pz, &rmr), DAT_SUCCESS);
+    DAT_CNO_HANDLE cno;
+    ASSERT_EQ(dat_cno_create(ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno), DAT_SUCCESS);
+    DAT_PSP_HANDLE psp;
+    ASSERT_EQ(dat_psp_create(ia, 99, evd, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS);
+    DAT_SRQ_HANDLE srq;
+    DAT_SRQ_ATTR sa{};
+    sa.max_recv_dtos = 4;
+    sa.max_recv_iov = 1;
+    ASSERT_EQ(dat_srq_create(ia, pz, &sa, &srq), DAT_SUCCESS);
+    const std::string name = s.name;
+    const auto starts = [&](const char* pre) { return name.rfind(pre, 0) == 0; };
+    void* h = nullptr;
+    if (name == "rmr_create_func" || name == "rmr_create_for_ep_func" || starts("pz_")) {
+      h = name == "pz_create_func" ? pia : pz;
+    } else if (starts("ia_") || name.find("_create") != std::string::npos || starts("lmr_sync") ||
+               name == "psp_create_any_func") {
+      h = pia;
+    } else if (starts("ep_")) {
+      h = ep;
+    } else if (starts("evd_")) {
+      h = evd;
+    } else if (starts("lmr_")) {
+      h = lmr;
+    } else if (starts("rmr_")) {
+      h = rmr;
+    } else if (starts("cno_")) {
+      h = cno;
+    } else if (starts("psp_")) {
+      h = psp;
+    } else if (starts("srq_")) {
+      h = srq;
+    } else if (starts("cr_") || starts("rsp_") || starts("csp_")) {
+      continue;  // no live object of these kinds here (the DAT tests make CRs and RSPs)
+    } else {
+      h = ep;  // the consumer-context and handle-type calls take any handle
+    }
+    const DAT_RETURN ret = s.call(DAT_HANDLE_TO_PROVIDER(evd), h);
+    EXPECT_NE(DAT_GET_TYPE(ret), DAT_INTERNAL_ERROR) << name;
+    if (name == "ia_close_func" && ret == DAT_SUCCESS) continue;  // closed abruptly: nothing left to close
+    EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS) << "after " << name;
+  }
+}
