@@ -96,7 +96,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     a->max_pzs = static_cast<DAT_COUNT>(l.max_pd);
     a->max_message_size = l.max_msg_size;
     a->max_rdma_size = l.max_msg_size;
-    a->max_rmrs = 0;
+    a->max_rmrs = static_cast<DAT_COUNT>(l.max_mr);  // windows share the regions' STag slots
     a->max_rmr_target_address = ~DAT_VADDR{0};
     a->max_srqs = static_cast<DAT_COUNT>(l.max_qp);
     a->max_ep_per_srq = static_cast<DAT_COUNT>(l.max_qp);
@@ -125,7 +125,9 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     p->lmr_mem_types_supported = DAT_MEM_TYPE_VIRTUAL;
     p->iov_ownership_on_return = DAT_IOV_CONSUMER;
     p->dat_qos_supported = DAT_QOS_BEST_EFFORT;
-    p->completion_flags_supported = DAT_COMPLETION_SUPPRESS_FLAG;
+    p->completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(
+        DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
+        DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
     p->is_thread_safe = DAT_FALSE;
     p->max_private_data_size = static_cast<DAT_COUNT>(l.max_private_data);
     p->supports_multipath = DAT_FALSE;

@@ -152,7 +152,7 @@ class DeviceImpl final : public Device {
   }
   Status reg_mr(Pd* pd, void* addr, std::uint64_t length, Access access, Mr*& out) override {
     std::lock_guard lk(mu_);
-    if (length > limits_.max_mr_size) return Status::invalid_param;
+    if (length > limits_.max_mr_size) return Status::length_error;
     return mrs_.reg(pd, reinterpret_cast<std::uintptr_t>(addr), length, access, out);
   }
   Status dereg_mr(Mr* mr) override {

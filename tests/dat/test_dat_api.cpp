@@ -979,3 +979,117 @@ TEST(DatApi, RdmaReadIntoAMemoryWindow) {
   EXPECT_EQ(std::string(a.buf.data() + 8192, 512), std::string(512, 'q'));
   EXPECT_EQ(a.buf[8192 + 512], 0) << "nothing beyond the window";
 }
+
+// dat_ia_query's attributes, each against what the provider accepts at and refuses beyond it.
+TEST(DatIaQuery, EveryLimitIsWhatTheProviderEnforces) {
+  Ia ia;
+  DAT_IA_ATTR a;
+  alignas(DAT_PROVIDER_ATTR) unsigned char raw[sizeof(DAT_PROVIDER_ATTR)] = {};
+  auto& p = *reinterpret_cast<DAT_PROVIDER_ATTR*>(raw);
+  ASSERT_EQ(dat_ia_query(ia.ia, nullptr, DAT_IA_FIELD_ALL, &a, DAT_PROVIDER_FIELD_ALL, &p), DAT_SUCCESS);
+  // The async EVD it reports is the one ia_open made.
+  DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+  ASSERT_EQ(dat_ia_query(ia.ia, &async, 0, nullptr, 0, nullptr), DAT_SUCCESS);
+  EXPECT_EQ(async, ia.async);
+  EXPECT_EQ(type_of(dat_ia_query(ia.ia, nullptr, DAT_IA_FIELD_ALL, nullptr, 0, nullptr)), DAT_INVALID_PARAMETER);
+  EXPECT_GT(std::strlen(a.adapter_name), 0u);
+  EXPECT_GT(std::strlen(a.vendor_name), 0u);
+  DAT_EVD_HANDLE dto, conn;
+  // max_evd_qlen
+  EXPECT_EQ(type_of(dat_evd_create(ia.ia, a.max_evd_qlen + 1, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto)),
+            DAT_INVALID_PARAMETER);
+  ASSERT_EQ(dat_evd_create(ia.ia, a.max_evd_qlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn), DAT_SUCCESS);
+  // Per-EP limits: max_dto_per_ep, max_iov_segments_per_dto, max_rdma_read_per_ep_in/out, max_message_size.
+  const auto ep_with = [&](auto edit) {
+    DAT_EP_ATTR at{};
+    at.service_type = DAT_SERVICE_TYPE_RC;
+    at.max_recv_dtos = at.max_request_dtos = 8;
+    at.max_recv_iov = at.max_request_iov = 1;
+    edit(at);
+    DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+    const DAT_RETURN r = dat_ep_create(ia.ia, ia.pz, dto, dto, conn, &at, &ep);
+    if (r == DAT_SUCCESS) {
+      EXPECT_EQ(dat_ep_free(ep), DAT_SUCCESS);
+    }
+    return type_of(r);
+  };
+  EXPECT_EQ(ep_with([&](DAT_EP_ATTR& x) { x.max_recv_dtos = a.max_dto_per_ep; }), DAT_SUCCESS);
+  EXPECT_EQ(ep_with([&](DAT_EP_ATTR& x) { x.max_recv_dtos = a.max_dto_per_ep + 1; }), DAT_INVALID_PARAMETER);
+  EXPECT_EQ(ep_with([&](DAT_EP_ATTR& x) { x.max_request_dtos = a.max_dto_per_ep + 1; }), DAT_INVALID_PARAMETER);
+  EXPECT_EQ(ep_with([&](DAT_EP_ATTR& x) { x.max_recv_iov = a.max_iov_segments_per_dto; }), DAT_SUCCESS);
+  EXPECT_EQ(ep_with([&](DAT_EP_ATTR& x) { x.max_recv_iov = a.max_iov_segments_per_dto + 1; }), DAT_INVALID_PARAMETER);
+  EXPECT_EQ(ep_with([&](DAT_EP_ATTR& x) { x.max_rdma_read_in = a.max_rdma_read_per_ep_in; }), DAT_SUCCESS);
+  EXPECT_EQ(ep_with([&](DAT_EP_ATTR& x) { x.max_rdma_read_in = a.max_rdma_read_per_ep_in + 1; }),
+            DAT_INVALID_PARAMETER);
+  EXPECT_EQ(ep_with([&](DAT_EP_ATTR& x) { x.max_rdma_read_out = a.max_rdma_read_per_ep_out + 1; }),
+            DAT_INVALID_PARAMETER);
+  EXPECT_EQ(ep_with([&](DAT_EP_ATTR& x) { x.max_message_size = a.max_message_size; }), DAT_SUCCESS);
+  EXPECT_EQ(ep_with([&](DAT_EP_ATTR& x) { x.max_message_size = a.max_message_size + 1; }), DAT_INVALID_PARAMETER);
+  // max_lmr_block_size: one byte more is a length error (the check comes before the memory is touched).
+  std::vector<char> small(64);
+  DAT_REGION_DESCRIPTION r;
+  r.for_va = small.data();
+  DAT_LMR_HANDLE lmr;
+  DAT_LMR_CONTEXT lctx;
+  DAT_RMR_CONTEXT rctx;
+  DAT_VLEN len;
+  DAT_VADDR addr;
+  EXPECT_EQ(type_of(dat_lmr_create(ia.ia, DAT_MEM_TYPE_VIRTUAL, r, DAT_VLEN{a.max_lmr_block_size} + 1, ia.pz,
+                                   DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &len, &addr)),
+            DAT_LENGTH_ERROR);
+  EXPECT_GT(a.max_lmrs, 0);
+  EXPECT_GT(a.max_rmrs, 0) << "memory windows are supported";
+  DAT_RMR_HANDLE rmr;
+  ASSERT_EQ(dat_rmr_create(ia.pz, &rmr), DAT_SUCCESS);
+  EXPECT_EQ(dat_rmr_free(rmr), DAT_SUCCESS);
+  // max_pzs: the IA already holds one.
+  std::vector<DAT_PZ_HANDLE> pzs;
+  for (DAT_COUNT i = 1; i < a.max_pzs; ++i) {
+    DAT_PZ_HANDLE pz;
+    ASSERT_EQ(dat_pz_create(ia.ia, &pz), DAT_SUCCESS) << "PZ " << i + 1 << " of " << a.max_pzs;
+    pzs.push_back(pz);
+  }
+  DAT_PZ_HANDLE extra;
+  EXPECT_EQ(type_of(dat_pz_create(ia.ia, &extra)), DAT_INSUFFICIENT_RESOURCES) << "beyond max_pzs";
+  for (DAT_PZ_HANDLE pz : pzs) ASSERT_EQ(dat_pz_free(pz), DAT_SUCCESS);
+  // max_evds: the IA holds the async EVD and the two above.
+  std::vector<DAT_EVD_HANDLE> evds;
+  for (DAT_COUNT i = 3; i < a.max_evds; ++i) {
+    DAT_EVD_HANDLE e;
+    ASSERT_EQ(dat_evd_create(ia.ia, 1, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &e), DAT_SUCCESS) << i;
+    evds.push_back(e);
+  }
+  DAT_EVD_HANDLE e_extra;
+  EXPECT_EQ(type_of(dat_evd_create(ia.ia, 1, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &e_extra)),
+            DAT_INSUFFICIENT_RESOURCES)
+      << "beyond max_evds";
+  for (DAT_EVD_HANDLE e : evds) ASSERT_EQ(dat_evd_free(e), DAT_SUCCESS);
+  // Provider attributes.
+  EXPECT_EQ(p.max_private_data_size, 256) << "what dat_ep_connect takes (the BadInput test refuses 257)";
+  EXPECT_EQ(256 % p.optimal_buffer_alignment, 0u);
+  EXPECT_EQ(p.lmr_mem_types_supported, DAT_MEM_TYPE_VIRTUAL);
+  EXPECT_EQ(p.dat_qos_supported, DAT_QOS_BEST_EFFORT);
+  for (DAT_COMPLETION_FLAGS f : {DAT_COMPLETION_SUPPRESS_FLAG, DAT_COMPLETION_SOLICITED_WAIT_FLAG,
+                                 DAT_COMPLETION_UNSIGNALLED_FLAG, DAT_COMPLETION_BARRIER_FENCE_FLAG})
+    EXPECT_TRUE(p.completion_flags_supported & f) << "flag " << f << " is implemented";
+  EXPECT_EQ(p.ep_creator, DAT_PSP_CREATES_EP_IFASKED);
+  EXPECT_EQ(p.pz_support, DAT_PZ_UNIQUE);
+  EXPECT_EQ(a.max_iov_segments_per_rdma_read, 1);
+  // The EVD stream merging matrix says every stream can share one EVD: one EVD takes all six.
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(p.evd_stream_merging_supported[i][j], DAT_TRUE) << i << "," << j;
+  DAT_EVD_HANDLE all;
+  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL,
+                           static_cast<DAT_EVD_FLAGS>(DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG |
+                                                      DAT_EVD_CONNECTION_FLAG | DAT_EVD_RMR_BIND_FLAG),
+                           &all),
+            DAT_SUCCESS);
+  DAT_EP_HANDLE ep;
+  ASSERT_EQ(dat_ep_create(ia.ia, ia.pz, all, all, all, nullptr, &ep), DAT_SUCCESS);
+  bool rdma_read = false;
+  for (DAT_COUNT i = 0; i < p.num_provider_specific_attr; ++i)
+    if (std::strcmp(p.provider_specific_attr[i].name, "DAT_IB_RDMA_READ") == 0)
+      rdma_read = std::strcmp(p.provider_specific_attr[i].value, "TRUE") == 0;
+  EXPECT_TRUE(rdma_read) << "dtest runs its RDMA Read tests on this attribute";
+}

@@ -56,7 +56,7 @@ struct Limits {
   std::uint32_t max_sge = 16;
   std::uint32_t max_cqe = 65536;
   std::uint32_t max_mr = 65536;
-  std::uint64_t max_mr_size = std::uint64_t{1} << 32;
+  std::uint64_t max_mr_size = 0xFFFFFFFFu;  // DAT_SEG_LENGTH is 32-bit
   std::uint32_t max_msg_size = 1u << 30;
   std::uint32_t max_private_data = 256;
   std::uint32_t max_pd = 4096;
