@@ -84,7 +84,7 @@ std::string arg_value(const std::vector<std::string>& args, const std::string& o
 
 struct DpdkCounters {
   std::atomic<std::uint64_t> arp_req_rx{0}, arp_rep_rx{0}, arp_req_tx{0}, arp_rep_tx{0}, arp_failed{0}, arp_queued{0},
-      arp_queue_drops{0}, rx_not_ours{0}, rx_invalid{0}, rx_port_unreach{0}, tx_no_mbuf{0}, tx_full{0};
+      arp_queue_drops{0}, rx_not_ours{0}, rx_invalid{0}, rx_port_unreach{0}, tx_no_mbuf{0}, tx_full{0}, tx_link_down{0};
 };
 
 class DpdkNetdev final : public Netdev {
@@ -460,7 +460,7 @@ class DpdkNetdev final : public Netdev {
   void shutdown() {
     std::lock_guard lk(io_mu_);
     if (!eal_up_) return;
-    if (std::getenv("SOFTRNIC_STATS")) print_stats();
+    if (const char* v = std::getenv("SOFTRNIC_STATS"); v && *v && *v != '0') print_stats();
     while (stash_pos_ < stash_n_) rte_pktmbuf_free(stash_[stash_pos_++]);
     if (port_configured_) {
       if (started_) rte_eth_dev_stop(port_);
@@ -482,16 +482,18 @@ class DpdkNetdev final : public Netdev {
 
   void print_stats() const {
     const NetdevStats s = stats_.snapshot();
-    std::fprintf(stderr,
-                 "softrnic: dpdk %s %s ip %s: tx %llu frames %llu bytes, %llu dropped (no mbuf %llu, ring full %llu); "
-                 "rx %llu frames %llu bytes, %llu truncated, %llu not ours, %llu invalid, %llu to closed ports; "
-                 "arp: %llu requests sent, %llu replies sent, %llu requests received, %llu replies received, "
-                 "%llu frames queued, %llu queue drops, %llu resolutions failed\n",
-                 port_name_.c_str(), eth::to_string(mac_).c_str(), to_string(NetAddr{ip_, udp_port_}).c_str(),
-                 ull(s.tx_frames), ull(s.tx_bytes), ull(s.tx_dropped), ull(c_.tx_no_mbuf), ull(c_.tx_full),
-                 ull(s.rx_frames), ull(s.rx_bytes), ull(s.rx_truncated), ull(c_.rx_not_ours), ull(c_.rx_invalid),
-                 ull(c_.rx_port_unreach), ull(c_.arp_req_tx), ull(c_.arp_rep_tx), ull(c_.arp_req_rx),
-                 ull(c_.arp_rep_rx), ull(c_.arp_queued), ull(c_.arp_queue_drops), ull(c_.arp_failed));
+    std::fprintf(
+        stderr,
+        "softrnic: dpdk %s %s ip %s: tx %llu frames %llu bytes, %llu dropped (no mbuf %llu, ring full %llu, link "
+        "down %llu); "
+        "rx %llu frames %llu bytes, %llu truncated, %llu not ours, %llu invalid, %llu to closed ports; "
+        "arp: %llu requests sent, %llu replies sent, %llu requests received, %llu replies received, "
+        "%llu frames queued, %llu queue drops, %llu resolutions failed\n",
+        port_name_.c_str(), eth::to_string(mac_).c_str(), to_string(NetAddr{ip_, udp_port_}).c_str(), ull(s.tx_frames),
+        ull(s.tx_bytes), ull(s.tx_dropped), ull(c_.tx_no_mbuf), ull(c_.tx_full), ull(c_.tx_link_down), ull(s.rx_frames),
+        ull(s.rx_bytes), ull(s.rx_truncated), ull(c_.rx_not_ours), ull(c_.rx_invalid), ull(c_.rx_port_unreach),
+        ull(c_.arp_req_tx), ull(c_.arp_rep_tx), ull(c_.arp_req_rx), ull(c_.arp_rep_rx), ull(c_.arp_queued),
+        ull(c_.arp_queue_drops), ull(c_.arp_failed));
   }
   static unsigned long long ull(const std::atomic<std::uint64_t>& v) { return v.load(); }
   static unsigned long long ull(std::uint64_t v) { return v; }
@@ -528,24 +530,37 @@ class DpdkNetdev final : public Netdev {
     if (flen > eth::kUdpHeaders + len) std::memset(q, 0, flen - eth::kUdpHeaders - len);
     const eth::UdpFrameAddrs a{mac_, dst_mac, {ip_, udp_port_}, to};
     eth::write_udp_headers(p, a, ip_id_++, {std::span<const std::uint8_t>(p + eth::kUdpHeaders, len)});
-    stats_.tx_frames++;
-    stats_.tx_bytes += len;
+    m->hash.usr = static_cast<std::uint32_t>(len);
     if (pcap_) pcap_->write(std::span<const std::uint8_t>(p, flen));
     return m;
   }
 
+  bool link_up() {
+    rte_eth_link link{};
+    return rte_eth_link_get_nowait(port_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+  }
+
   void send_mbufs(rte_mbuf** m, std::uint16_t n) {
     std::uint16_t sent = 0;
+    bool down = false;
     for (int tries = 0; sent < n && tries < 64; ++tries) {
       sent =
           static_cast<std::uint16_t>(sent + rte_eth_tx_burst(port_, 0, m + sent, static_cast<std::uint16_t>(n - sent)));
-      if (sent < n) std::this_thread::yield();
+      if (sent == n) break;
+      if (tries == 0 && !link_up()) {
+        down = true;  // no point in waiting for ring space
+        break;
+      }
+      std::this_thread::yield();
+    }
+    for (std::uint16_t i = 0; i < sent; ++i) {
+      stats_.tx_frames++;
+      stats_.tx_bytes += m[i]->hash.usr;  // the datagram's length, set by build_udp
     }
     for (std::uint16_t i = sent; i < n; ++i) {
       rte_pktmbuf_free(m[i]);
-      c_.tx_full++;
+      (down ? c_.tx_link_down : c_.tx_full)++;
       stats_.tx_dropped++;
-      stats_.tx_frames--;  // counted when built
     }
   }
 

@@ -4,7 +4,7 @@
 //   netdev_ping client SPEC PEER_IP:PORT [N]     N pings of sizes 1..max_datagram, checked
 //                                                byte by byte, then a one-way burst
 //
-// SPEC is a netdev configuration in the SOFTRNIC_NETDEV grammar. Prints "netdev_ping: ready"
+// SPEC is a netdev configuration in the SOFTRNIC_NETDEV grammar ("env": SOFTRNIC_NETDEV's value). Prints "netdev_ping: ready"
 // (server) and "netdev_ping: PASSED" (client, and the server after "quit").
 #include <algorithm>
 #include <chrono>
@@ -155,7 +155,12 @@ int main(int argc, char** argv) {
   }
   netdev::NetdevConfig cfg;
   std::string err;
-  if (!dat::parse_netdev_spec(argv[2], cfg, err)) {
+  const char* spec = std::string(argv[2]) == "env" ? std::getenv("SOFTRNIC_NETDEV") : argv[2];
+  if (!spec) {
+    std::printf("netdev_ping: SPEC 'env' but SOFTRNIC_NETDEV is not set\n");
+    return 2;
+  }
+  if (!dat::parse_netdev_spec(spec, cfg, err)) {
     std::printf("netdev_ping: bad spec: %s\n", err.c_str());
     return 2;
   }

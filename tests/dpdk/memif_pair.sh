@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs a dapl2-utils server/client pair (tests/dat/run_pair.sh) over a DPDK memif pair: both
+# processes use the same dat.conf line; SOFTRNIC_NETDEV gives the server the memif server role
+# at 10.78.0.1 and the client the client role at 10.78.0.2 (ARP over memif). The tools' TCP side
+# channel (dtest) stays on 127.0.0.1; tools without one (dtestsrq) take the server as -h 10.78.0.1.
+#
+#   memif_pair.sh BUILD_DIR HAVE_DPDK READY SUCCESS [--listen-port N] -- SERVER... -- CLIENT...
+#
+# Exit 77 (SKIPPED) without DPDK in the build or without the tool. Removes the memif socket
+# directory and the EAL runtime directories it made, whatever happens.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+build=$1 have_dpdk=$2 ready=$3 success=$4
+shift 4
+pass=()
+if [[ ${1:-} == --listen-port ]]; then pass=(--listen-port "$2"); shift 2; fi
+[[ ${1:-} == -- ]] || { echo "usage: $0 BUILD_DIR HAVE_DPDK READY SUCCESS [--listen-port N] -- SERVER... -- CLIENT..."; exit 2; }
+shift
+server=()
+while [[ $# -gt 0 && $1 != -- ]]; do server+=("$1"); shift; done
+shift
+client=("$@")
+
+skip() { echo "SKIPPED: $*"; exit 77; }
+[[ $have_dpdk == 1 || $have_dpdk == TRUE ]] || skip "softrnic was built without DPDK (install libdpdk-dev and rebuild)"
+command -v "${server[0]}" >/dev/null || skip "${server[0]} not installed (apt-get install dapl2-utils)"
+[[ -f $build/dat.conf ]] || { echo "FAIL: $build/dat.conf not found"; exit 1; }
+
+if [[ $(id -u) -eq 0 ]]; then rundir=/var/run/dpdk; else rundir=${XDG_RUNTIME_DIR:-/tmp}/dpdk; fi
+tag=srt$$
+dir=$("$repo/scripts/memif_dir.sh" make)
+cleanup() {
+  "$repo/scripts/memif_dir.sh" remove "$dir"
+  rm -rf "$rundir/${tag}_s" "$rundir/${tag}_c"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# 2 cores: the server's EAL lcore is 1, the client's 0 (the consumer threads keep their affinity).
+srv="netdev=dpdk ip=10.78.0.1 dpdk_vdev=net_memif0;role=server;socket=$dir/memif.sock dpdk_lcore=1 dpdk_prefix=${tag}_s mtu=9000"
+cli="netdev=dpdk ip=10.78.0.2 dpdk_vdev=net_memif0;role=client;socket=$dir/memif.sock dpdk_lcore=0 dpdk_prefix=${tag}_c mtu=9000"
+[[ $(nproc) -ge 2 ]] || srv=${srv/dpdk_lcore=1/dpdk_lcore=0}
+echo "server SOFTRNIC_NETDEV: $srv"
+echo "client SOFTRNIC_NETDEV: $cli"
+SOFTRNIC_STATS=1 "$repo/tests/dat/run_pair.sh" "$build/dat.conf" "$ready" "$success" "${pass[@]}" \
+  -- env SOFTRNIC_NETDEV="$srv" "${server[@]}" -- env SOFTRNIC_NETDEV="$cli" "${client[@]}"
+rc=$?
+exit $rc
