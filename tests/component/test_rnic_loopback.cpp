@@ -558,6 +558,31 @@ TEST_F(HoldingPair, ReadsBeyondTheNegotiatedOrdWaitForASlot) {
   EXPECT_EQ(b.dev->counters().terminates_sent, 0u) << "B saw no Read Request beyond its IRD";
 }
 
+TEST_F(HoldingPair, ReadsSharingOneSinkAllComplete) {
+  // dapltest's performance test reads again and again into one buffer: each response is counted
+  // for the oldest read that still lacks bytes. A zero-length read among them completes too.
+  with_reads(4, 0, 0, 4);
+  Mr* rd = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), b.buf.size(), Access::remote_read, rd), Status::ok);
+  connect();
+  std::fill(b.buf.begin(), b.buf.begin() + 3000, std::uint8_t{0x5A});
+  b.hold->set_holding(true);
+  const Sge sink = a.sge(0, 3000), empty = a.sge(0, 0);
+  const std::uint32_t key = b.dev->query_mr(rd).stag;
+  for (std::uint64_t id : {1u, 2u, 3u})
+    ASSERT_EQ(a.dev->post_send(a.qp, SendWr{id, SendOpcode::rdma_read, {&sink, 1}, key, b.addr()}), Status::ok);
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{4, SendOpcode::rdma_read, {&empty, 1}, key, b.addr()}), Status::ok);
+  release_b();
+  Wc wc;
+  for (std::uint64_t id : {1u, 2u, 3u, 4u}) {
+    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc)) << "read " << id;
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.status, WcStatus::success);
+  }
+  EXPECT_EQ(a.buf[2999], 0x5A);
+  EXPECT_EQ(a.dev->qp_state(a.qp), QpState::rts);
+}
+
 TEST_F(HoldingPair, ReadFenceHoldsLaterRequestsUntilEarlierReadsComplete) {
   with_reads(2, 0, 0, 2);
   Mr* rd = nullptr;
