@@ -1,8 +1,9 @@
 // A netdev-level ping between two processes (no RNIC, no DAT), for the dpdk backend's tests.
 //
 //   netdev_ping server SPEC                      echoes every datagram until "quit"
-//   netdev_ping client SPEC PEER_IP:PORT [N]     N pings of sizes 1..max_datagram, checked
-//                                                byte by byte, then a one-way burst
+//   netdev_ping client SPEC PEER_IP:PORT [N [B]] N pings (default 200) of sizes 1..max_datagram,
+//                                                checked byte by byte, then a one-way burst of B
+//                                                max-size datagrams (default 20000)
 //
 // SPEC is a netdev configuration in the SOFTRNIC_NETDEV grammar ("env": SOFTRNIC_NETDEV's value). Prints "netdev_ping: ready"
 // (server) and "netdev_ping: PASSED" (client, and the server after "quit").
@@ -74,7 +75,7 @@ int server(netdev::Netdev& nd) {
   }
 }
 
-int client(netdev::Netdev& nd, const netdev::NetAddr& peer, int count) {
+int client(netdev::Netdev& nd, const netdev::NetAddr& peer, int count, int burst_count) {
   const std::size_t max = nd.max_datagram();
   std::vector<std::uint8_t> buf(max), d;
   std::vector<double> rtt;
@@ -110,7 +111,7 @@ int client(netdev::Netdev& nd, const netdev::NetAddr& peer, int count) {
   }
   std::sort(rtt.begin(), rtt.end());
   // one-way burst of max-size datagrams
-  const int kBurst = 20000;
+  const int kBurst = burst_count;
   fill(d, 0, max);
   d[0] = 'B';
   const auto t0 = Clock::now();
@@ -133,7 +134,7 @@ int client(netdev::Netdev& nd, const netdev::NetAddr& peer, int count) {
   std::printf("netdev_ping: %d pings of 1..%zu bytes echoed intact, rtt p50 %.1f us p99 %.1f us\n", count, max,
               rtt[rtt.size() / 2], rtt[rtt.size() * 99 / 100]);
   std::printf("netdev_ping: burst %d x %zu bytes sent in %.3f s (%.0f datagrams/s offered), server counted %s\n",
-              kBurst, max, secs, kBurst / secs, done.empty() ? "?" : done.c_str());
+              kBurst, max, secs, secs > 0 ? kBurst / secs : 0.0, done.empty() ? "?" : done.c_str());
   std::printf("netdev_ping: client tx %llu frames, %llu dropped; rx %llu frames\n",
               static_cast<unsigned long long>(st.tx_frames), static_cast<unsigned long long>(st.tx_dropped),
               static_cast<unsigned long long>(st.rx_frames));
@@ -150,7 +151,7 @@ int client(netdev::Netdev& nd, const netdev::NetAddr& peer, int count) {
 int main(int argc, char** argv) {
   if (argc < 3 || (std::string(argv[1]) != "server" && std::string(argv[1]) != "client") ||
       (std::string(argv[1]) == "client" && argc < 4)) {
-    std::fprintf(stderr, "usage: netdev_ping server SPEC | client SPEC PEER_IP:PORT [N]\n");
+    std::fprintf(stderr, "usage: netdev_ping server SPEC | client SPEC PEER_IP:PORT [N [B]]\n");
     return 2;
   }
   netdev::NetdevConfig cfg;
@@ -178,5 +179,5 @@ int main(int argc, char** argv) {
     std::printf("netdev_ping: bad peer '%s'\n", peer.c_str());
     return 2;
   }
-  return client(*nd, pa, argc > 4 ? std::atoi(argv[4]) : 200);
+  return client(*nd, pa, argc > 4 ? std::max(1, std::atoi(argv[4])) : 200, argc > 5 ? std::max(0, std::atoi(argv[5])) : 20000);
 }
