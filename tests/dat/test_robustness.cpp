@@ -206,6 +206,12 @@ TEST(Robustness, EveryEntryPointWithTheRightHandleAndZeroArguments) {
     const std::string name = s.name;
     const auto starts = [&](const char* pre) { return name.rfind(pre, 0) == 0; };
     void* h = nullptr;
+    if (name == "ia_close_func") {
+      // An IA closed behind libdat2's back would leave its handle table entry; dat_ia_close with
+      // its flags is tested elsewhere.
+      EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+      continue;
+    }
     if (name == "rmr_create_func" || name == "rmr_create_for_ep_func" || starts("pz_")) {
       h = name == "pz_create_func" ? pia : pz;
     } else if (starts("ia_") || name.find("_create") != std::string::npos || starts("lmr_sync") ||
@@ -226,13 +232,13 @@ TEST(Robustness, EveryEntryPointWithTheRightHandleAndZeroArguments) {
     } else if (starts("srq_")) {
       h = srq;
     } else if (starts("cr_") || starts("rsp_") || starts("csp_")) {
+      EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
       continue;  // no live object of these kinds here (the DAT tests make CRs and RSPs)
     } else {
       h = ep;  // the consumer-context and handle-type calls take any handle
     }
     const DAT_RETURN ret = s.call(DAT_HANDLE_TO_PROVIDER(evd), h);
     EXPECT_NE(DAT_GET_TYPE(ret), DAT_INTERNAL_ERROR) << name;
-    if (name == "ia_close_func" && ret == DAT_SUCCESS) continue;  // closed abruptly: nothing left to close
     EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS) << "after " << name;
   }
 }
