@@ -425,7 +425,10 @@ class DpdkNetdev final : public Netdev {
     while ((r = rte_eth_dev_start(port_)) != 0 && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (r != 0) {
-      error = "rte_eth_dev_start(port " + port_name_ + ") failed: " + std::strerror(-r);
+      error = "rte_eth_dev_start(port " + port_name_ + ") failed: " + std::strerror(-r) +
+              (memif_client_ ? " (memif client: no server listening on " + memif_socket_ + " within " +
+                                   std::to_string(link_timeout_.count()) + " ms)"
+                             : std::string());
       return false;
     }
     started_ = true;
