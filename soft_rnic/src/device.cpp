@@ -1469,16 +1469,19 @@ class DeviceImpl final : public Device {
   // A segment of the response to one of our RDMA Reads: placed into that read's sink only.
   void place_read_response(Qp& qp, const w::DdpSegment& s, std::uint32_t seq) {
     // Responses come in the order of the requests: the segment belongs to the oldest read whose
-    // sink holds it and that still lacks bytes (reads may share one sink). Under reordering a
-    // segment may be counted for an earlier read of the same sink; a read still completes only
-    // when every frame before its last counted one has arrived, so its own bytes are in place.
+    // sink holds it and that still lacks bytes (reads may share one sink); the empty response of
+    // a zero-length read to the oldest such read not answered yet. Under reordering a segment may
+    // be counted for an earlier read of the same sink; a read still completes only when every
+    // frame before its last counted one has arrived, so its own bytes are in place.
+    const bool empty = s.payload.empty();
     ReadOut* rd = nullptr;
-    for (ReadOut& r : qp.reads_out)
-      if ((r.placed < r.len || (r.len == 0 && !r.seq_seen)) && r.sink_stag == s.stag && s.to >= r.sink_to &&
-          s.to + s.payload.size() <= r.sink_to + r.len) {
+    for (ReadOut& r : qp.reads_out) {
+      const bool wants = empty ? r.len == 0 && !r.seq_seen : r.placed < r.len;
+      if (wants && r.sink_stag == s.stag && s.to >= r.sink_to && s.to + s.payload.size() <= r.sink_to + r.len) {
         rd = &r;
         break;
       }
+    }
     if (!rd) {
       terminate(qp, w::TermLayer::ddp, static_cast<std::uint8_t>(w::DdpEtype::tagged_buffer),
                 static_cast<std::uint8_t>(w::DdpTaggedError::stag_not_associated),

@@ -70,6 +70,10 @@ struct Side {
 
   netdev::HoldingNetdev* hold = nullptr;  // set when opened with `holding`: can hold what this side sends
 
+  // The device goes before the memory it may still be sending from (a retransmitted Read
+  // Response reads `buf`).
+  ~Side() { dev.reset(); }
+
   void open(std::uint16_t port, std::size_t max_dgram = 1472, bool holding = false) {
     DeviceConfig c;
     c.netdev.kind = "loopback";
@@ -602,11 +606,17 @@ TEST_F(HoldingPair, ReadFenceHoldsLaterRequestsUntilEarlierReadsComplete) {
   SendWr fenced{3, SendOpcode::rdma_write, {&src2, 1}, key, b.addr(8192)};
   fenced.fence = true;
   ASSERT_EQ(a.dev->post_send(a.qp, fenced), Status::ok);
+  // b places under its device lock: taking that lock (qp_counters) orders our reads after its
+  // placements.
+  const auto placed = [&](std::size_t off) {
+    b.dev->qp_counters(b.qp);
+    return b.buf[off];
+  };
   const auto until = std::chrono::steady_clock::now() + 5s;
-  while (b.buf[4096] != 0x22 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
-  EXPECT_EQ(b.buf[4096], 0x22) << "the unfenced Write is placed while the read is outstanding";
+  while (placed(4096) != 0x22 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(placed(4096), 0x22) << "the unfenced Write is placed while the read is outstanding";
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(b.buf[8192], 0) << "the fenced Write did not start before the read completed";
+  EXPECT_EQ(placed(8192), 0) << "the fenced Write did not start before the read completed";
   release_b();
   Wc wc;
   for (std::uint64_t id : {1u, 2u, 3u}) {
@@ -615,7 +625,7 @@ TEST_F(HoldingPair, ReadFenceHoldsLaterRequestsUntilEarlierReadsComplete) {
     EXPECT_EQ(wc.status, WcStatus::success);
   }
   EXPECT_EQ(a.buf[0], 0x11);
-  EXPECT_EQ(b.buf[8192], 0x33);
+  EXPECT_EQ(placed(8192), 0x33);
 }
 
 TEST_F(HoldingPair, GracefulDisconnectSendsWaitingRequestsFirst) {
