@@ -258,7 +258,9 @@ int serve(const Options& o) {
 int client(const Options& o) {
   Node n(o);
   n.open();
-  for (std::size_t i = 0; i < n.slots; ++i) n.post_recv(n.ctl_slot(i), 1u << 30);  // credits / echoes
+  // Credit messages (msgrate); ping-pong echoes go to message slots, posted below.
+  if (o.test == "msgrate")
+    for (std::size_t i = 0; i < n.slots; ++i) n.post_recv(n.ctl_slot(i), 1u << 30);
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_port = htons(o.port);

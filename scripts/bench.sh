@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The benchmark beside its peers (tools/bench/bench.py): installs what it needs (the project's
+# packages, and ucx-utils, libfabric-bin, gnuplot-nox for the peers and plots), builds, runs.
+#   bash scripts/bench.sh [bench.py options: --runs N --quick --only pingpong,... --out DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh"
+extra=()
+for p in ucx-utils libfabric-bin gnuplot-nox; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || extra+=("$p")
+done
+if ((${#extra[@]})); then
+  echo "bench: installing ${extra[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${extra[@]}"
+fi
+"$root/scripts/build.sh" "$root/build"
+cd "$root"
+exec python3 tools/bench/bench.py --build build --out "${BENCH_OUT:-bench-out}" "$@"

@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""softrnic benchmark: latency, bandwidth, message rate and CPU cost of the soft RNIC through the
+DAT API between two processes, beside peers measured in the same run (raw kernel UDP, UCX over
+TCP, libfabric tcp and udp;ofi_rxd), so every figure has a ratio. The machine is shared and
+noisy: read the ratios.
+
+Each case runs --runs times; a table row gives the median over runs of each run's figure, the p99
+and p99.9 (ping-pong: over the round trips of all runs), and the min-max of the run medians.
+Writes <out>/results.csv (one line per run) and <out>/latency.png, <out>/bandwidth.png (gnuplot).
+
+  python3 tools/bench/bench.py --build build [--runs 3] [--quick] [--out bench-out]
+"""
+import argparse
+import csv
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import peers  # noqa: E402  (tools/bench/peers.py)
+except ImportError as e:  # pragma: no cover
+    peers = None
+    print(f"bench: peers not available ({e}): softrnic alone", file=sys.stderr)
+
+KIB = 1024
+MIB = 1024 * 1024
+
+
+def progress(msg):
+    """One progress line, rewritten in place on a terminal."""
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K" + msg)
+    else:
+        sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+class Softrnic:
+    """Runs softrnic_bench server and client processes (DAT over the IA of a dat.conf line)."""
+
+    def __init__(self, build, ia="softrnic_iwarp", env_extra=None, label="softrnic-udp"):
+        self.exe = os.path.join(build, "tools", "softrnic_bench")
+        self.env = dict(os.environ, DAT_OVERRIDE=os.path.join(build, "dat.conf"))
+        self.env.pop("SOFTRNIC_IMPAIR", None)
+        if env_extra:
+            self.env.update(env_extra)
+        self.ia = ia
+        self.label = label
+        self.server_env = None  # per-role environment (memif roles), when set
+        self.client_env = None
+
+    def available(self):
+        return os.access(self.exe, os.X_OK)
+
+    def run(self, test, size, iters, window=16, poll="busy", timeout=120):
+        args = ["--ia", self.ia, "--test", test, "--size", str(size), "--iters", str(iters),
+                "--window", str(window), "--poll", poll]
+        srv = subprocess.Popen([self.exe, "server"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=self.server_env or self.env, start_new_session=True)
+        try:
+            line = srv.stdout.readline()
+            if not line.startswith("READY"):
+                srv.kill()
+                err = srv.stderr.read()
+                raise RuntimeError(f"server did not start: {line.strip()} {err.strip()}")
+            host, port = line.split()[1].rsplit(":", 1)
+            cli = subprocess.run([self.exe, "client", "--host", host, "--port", port] + args, capture_output=True,
+                                 text=True, env=self.client_env or self.env, timeout=timeout)
+            if cli.returncode != 0:
+                raise RuntimeError(f"client failed: {cli.stderr.strip()}")
+            res = json.loads(cli.stdout.strip().splitlines()[-1])
+            out, _ = srv.communicate(timeout=15)
+            server = json.loads(out.strip().splitlines()[-1])
+            if server.get("msgs"):
+                res["server_cpu_us_per_msg"] = server["cpu_us"] / server["msgs"]
+            return res
+        finally:
+            if srv.poll() is None:
+                os.killpg(srv.pid, signal.SIGKILL)
+                srv.wait()
+
+
+def peer_call(name, *args):
+    """A peer's measurement, or None when the peer (or its tool) is not there."""
+    fn = getattr(peers, name, None) if peers else None
+    if fn is None:
+        return None
+    try:
+        return fn(*args)
+    except Exception as e:  # a peer that breaks must not stop the benchmark
+        print(f"\nbench: peer {name} failed: {e}", file=sys.stderr)
+        return None
+
+
+def cases(quick, build):
+    """(bench, size, [(stack, callable)]) with iteration counts sized for a few minutes on 2 cores."""
+    pp_sizes = [8, 64, 1 * KIB, 8 * KIB, 64 * KIB] if not quick else [64, 64 * KIB]
+    bw_sizes = [4 * KIB, 64 * KIB, 1 * MIB, 4 * MIB] if not quick else [64 * KIB]
+    pp_iters = 3000 if not quick else 1000
+    out = []
+    for size in pp_sizes:
+        it = pp_iters if size <= 8 * KIB else pp_iters // 3
+        out.append(("pingpong", size, it))
+    for bench in ("write_bw", "read_bw"):
+        for size in bw_sizes:
+            total = (128 if not quick else 32) * MIB
+            out.append((bench, size, max(32, total // size)))
+    out.append(("msgrate", 64, 100000 if not quick else 20000))
+    return out
+
+
+def measure(stacks, bench, size, iters):
+    """Stacks that run this bench: name -> callable() returning a result dict or None."""
+    sr = stacks["softrnic"]
+    m = {}
+    if bench == "pingpong":
+        m["softrnic-udp"] = lambda: sr.run("pingpong", size, iters)
+        m["softrnic-udp (wait)"] = (lambda: sr.run("pingpong", size, iters, poll="wait")) if size == 64 else None
+        m["kernel-udp"] = lambda: peer_call("udp_pingpong", stacks["build"], size, iters, "busy")
+        m["ucx-tcp tag_lat"] = lambda: peer_call("ucx_tag_lat", size, iters)
+        m["fi tcp"] = lambda: peer_call("fi_pingpong", "tcp", size, iters)
+        m["fi udp;ofi_rxd"] = lambda: peer_call("fi_pingpong", "udp;ofi_rxd", size, iters)
+        if stacks.get("memif"):
+            m["softrnic-dpdk-memif"] = lambda: stacks["memif"].run("pingpong", size, iters)
+    elif bench in ("write_bw", "read_bw"):
+        m["softrnic-udp"] = lambda: sr.run(bench, size, iters, window=16 if size <= MIB else 4)
+        m["kernel-udp stream"] = lambda: peer_call("udp_stream", stacks["build"], size, size * iters)
+        if bench == "write_bw":
+            m["ucx-tcp put_bw"] = lambda: peer_call("ucx_put_bw", size, iters)
+            m["ucx-tcp tag_bw"] = lambda: peer_call("ucx_tag_bw", size, iters)
+            if stacks.get("memif"):
+                m["softrnic-dpdk-memif"] = lambda: stacks["memif"].run(bench, size, iters, window=16)
+    elif bench == "msgrate":
+        m["softrnic-udp"] = lambda: sr.run("msgrate", size, iters, window=32)
+        m["kernel-udp stream"] = lambda: peer_call("udp_stream", stacks["build"], size, size * iters)
+        m["ucx-tcp tag_bw"] = lambda: peer_call("ucx_tag_bw", size, iters)
+    return {k: v for k, v in m.items() if v is not None}
+
+
+def fmt(v, digits=1):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def summarize(bench, size, runs_by_stack):
+    """Table rows for one case: per stack the median over runs, p99/p99.9, min-max, ratio."""
+    rows = []
+    key = "median_us" if bench == "pingpong" else ("msgs_per_s" if bench == "msgrate" else "mbps")
+    ours = None
+    for stack, runs in runs_by_stack.items():
+        vals = [r[key] for r in runs if r and key in r]
+        if not vals:
+            rows.append((stack, None, None, None, None, None, None))
+            continue
+        med = statistics.median(vals)
+        p99 = statistics.median([r["p99_us"] for r in runs if r and "p99_us" in r]) if bench == "pingpong" and all(
+            r and "p99_us" in r for r in runs) else None
+        p999 = statistics.median([r["p999_us"] for r in runs if r and "p999_us" in r]) if bench == "pingpong" and all(
+            r and "p999_us" in r for r in runs) else None
+        cpu = [r.get("cpu_us_per_msg", 0) + r.get("server_cpu_us_per_msg", 0) for r in runs if r and "cpu_us_per_msg" in r]
+        rows.append((stack, med, p99, p999, (min(vals), max(vals)), statistics.median(cpu) if cpu else None, None))
+        if stack == "softrnic-udp":
+            ours = med
+    out = []
+    for stack, med, p99, p999, mm, cpu, _ in rows:
+        ratio = None
+        if ours and med:
+            ratio = (ours / med) if bench == "pingpong" else (ours / med)
+        out.append((stack, med, p99, p999, mm, cpu, ratio))
+    return key, out
+
+
+def print_table(bench, size, key, rows):
+    unit = {"median_us": "RTT us", "mbps": "MB/s", "msgs_per_s": "msg/s"}[key]
+    title = {"pingpong": "Send/Recv ping-pong round trip", "write_bw": "RDMA Write streaming",
+             "read_bw": "RDMA Read streaming", "msgrate": "message rate (Sends, several outstanding)"}[bench]
+    print(f"\n{title}, {size} B   (softrnic / peer: {'<1 means softrnic is faster' if bench == 'pingpong' else '>1 means softrnic is faster'})")
+    print(f"  {'stack':24} {unit + ' p50':>12} {'p99':>10} {'p99.9':>10} {'min-max (run medians)':>24} {'cpu us/msg':>11} {'softrnic/peer':>14}")
+    for stack, med, p99, p999, mm, cpu, ratio in rows:
+        mmtxt = "-" if mm is None else f"{mm[0]:.1f}-{mm[1]:.1f}"
+        digits = 0 if key == "msgs_per_s" else 1
+        rtxt = "-" if ratio is None or stack == "softrnic-udp" else f"{ratio:.2f}x"
+        print(f"  {stack:24} {fmt(med, digits):>12} {fmt(p99):>10} {fmt(p999):>10} {mmtxt:>24} {fmt(cpu, 2):>11} {rtxt:>14}")
+    sys.stdout.flush()
+
+
+def plot(out_dir, summary):
+    """latency.png and bandwidth.png with gnuplot (when installed)."""
+    if not shutil.which("gnuplot"):
+        print("bench: gnuplot not installed (apt-get install gnuplot-nox): no plots", file=sys.stderr)
+        return
+    for bench, fname, ylabel, logy in (("pingpong", "latency", "round trip, us (median)", True),
+                                       ("write_bw", "bandwidth", "RDMA Write / stream MB/s (median)", False)):
+        stacks = sorted({s for (b, _sz, s) in summary if b == bench})
+        if not stacks:
+            continue
+        dat = os.path.join(out_dir, f"{fname}.dat")
+        with open(dat, "w") as f:
+            for s in stacks:
+                f.write(f'"{s}"\n')
+                for (b, sz, st), v in sorted(summary.items(), key=lambda kv: kv[0][1]):
+                    if b == bench and st == s and v is not None:
+                        f.write(f"{sz} {v}\n")
+                f.write("\n\n")
+        plots = ", ".join(f"'{dat}' index {i} using 1:2 with linespoints title columnheader(1)" for i in range(len(stacks)))
+        script = f"""set terminal pngcairo size 900,560 noenhanced
+set output '{os.path.join(out_dir, fname + '.png')}'
+set title 'softrnic and peers: {bench} (same run, same machine)'
+set xlabel 'message size, bytes'
+set ylabel '{ylabel}'
+set logscale x 2
+{'set logscale y' if logy else ''}
+set key outside right
+set grid
+plot {plots}
+"""
+        r = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
+        if r.returncode != 0:
+            print(f"bench: gnuplot failed: {r.stderr.strip()}", file=sys.stderr)
+
+
+def memif_stack(build):
+    """softrnic over a DPDK memif pair, when the build has the dpdk netdev and we are root."""
+    if os.geteuid() != 0:
+        return None
+    helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memif_env.py")
+    if not os.path.exists(helper):
+        return None
+    try:
+        sys.path.insert(0, os.path.dirname(helper))
+        import memif_env  # noqa: E402
+        return memif_env.stack(build, Softrnic)
+    except Exception as e:
+        print(f"bench: no memif row: {e}", file=sys.stderr)
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations")
+    ap.add_argument("--out", default="bench-out")
+    ap.add_argument("--only", default="", help="comma-separated benches: pingpong,write_bw,read_bw,msgrate")
+    a = ap.parse_args()
+    if a.runs < 1:
+        ap.error("--runs must be at least 1")
+    sr = Softrnic(a.build)
+    if not sr.available():
+        sys.exit(f"bench: {sr.exe} not built (bash scripts/build.sh {a.build})")
+    os.makedirs(a.out, exist_ok=True)
+    stacks = {"softrnic": sr, "build": a.build, "memif": memif_stack(a.build)}
+    todo = [c for c in cases(a.quick, a.build) if not a.only or c[0] in a.only.split(",")]
+    print(f"softrnic benchmark: {a.runs} runs per case, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}")
+    summary = {}
+    t0 = time.time()
+    with open(os.path.join(a.out, "results.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["bench", "size", "stack", "run", "median_us", "p99_us", "p999_us", "mbps", "msgs_per_s",
+                    "cpu_us_per_msg", "server_cpu_us_per_msg"])
+        for ci, (bench, size, iters) in enumerate(todo):
+            runs = {}
+            m = measure(stacks, bench, size, iters)
+            for run in range(a.runs):
+                # Interleave the stacks run by run, so a burst of noise hits all of them alike.
+                for stack, fn in m.items():
+                    progress(f"[{ci + 1}/{len(todo)} {time.time() - t0:.0f}s] {bench} {size} B: {stack} run {run + 1}/{a.runs}")
+                    try:
+                        r = fn()
+                    except Exception as e:
+                        print(f"\nbench: {stack} {bench} {size}: {e}", file=sys.stderr)
+                        r = None
+                    runs.setdefault(stack, []).append(r)
+                    if r:
+                        w.writerow([bench, size, stack, run + 1] + [r.get(k, "") for k in (
+                            "median_us", "p99_us", "p999_us", "mbps", "msgs_per_s", "cpu_us_per_msg",
+                            "server_cpu_us_per_msg")])
+            progress("")
+            runs = {k: v for k, v in runs.items() if any(v)}
+            key, rows = summarize(bench, size, runs)
+            print_table(bench, size, key, rows)
+            for stack, med, *_ in rows:
+                summary[(bench, size, stack)] = med
+    plot(a.out, summary)
+    print(f"\nCSV: {os.path.join(a.out, 'results.csv')}; plots: {a.out}/latency.png, {a.out}/bandwidth.png "
+          f"({time.time() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
