@@ -160,8 +160,10 @@ class UdpNetdev final : public Netdev {
 
   void wait_rx(std::chrono::microseconds timeout) override {
     pollfd fds[2] = {{socket_.native_handle(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
-    const int r = ::poll(fds, 2, static_cast<int>(ms));
+    // ppoll: microsecond timeouts (a delayed ack is due within 100 us).
+    const auto us = std::max<std::int64_t>(0, timeout.count());
+    const timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
+    const int r = ::ppoll(fds, 2, &ts, nullptr);
     if (r > 0 && (fds[1].revents & POLLIN)) {
       std::uint64_t v;
       [[maybe_unused]] auto rd = ::read(wake_fd_, &v, sizeof v);

@@ -77,6 +77,10 @@ constexpr std::chrono::milliseconds kResetRetry{20};
 constexpr std::chrono::milliseconds kCloseDrain{1000};
 constexpr std::chrono::seconds kReqLinger{10};
 constexpr std::chrono::microseconds kMaxRto{500000};
+// How long the ack of a lone in-order frame waits for outgoing data to carry it.
+constexpr std::chrono::microseconds kAckDelay{100};
+// How long after a consumer's last progress() call the progress thread leaves the engine to it.
+constexpr std::chrono::microseconds kConsumerPollGrace{500};
 constexpr std::size_t kRxBurst = 32;
 constexpr std::ptrdiff_t kMaxPendingRequests = 1024;
 
@@ -256,6 +260,7 @@ class DeviceImpl final : public Device {
     qp->init.recv_cq->users--;
     qps_.erase(qp->qpn);
     std::erase(ack_list_, qp);
+    std::erase(delayed_acks_, qp);
     delete qp;
     return Status::ok;
   }
@@ -782,7 +787,7 @@ class DeviceImpl final : public Device {
     const netdev::TxFrame tf{qp.peer, head, body, tail};
     nd_->tx_burst({&tf, 1});
     qp.ctr.tx_frames++;
-    if (!qp.rxw.has_gap()) qp.ack_needed = false;  // the piggybacked ack says it all
+    if (!qp.rxw.has_gap()) acked(qp);  // the piggybacked ack says it all
   }
 
   void send_raw(NetAddr to, std::span<const std::uint8_t> d) {
@@ -825,6 +830,13 @@ class DeviceImpl final : public Device {
     qp.rto = std::clamp(rto, cfg_.min_rto, kMaxRto);
   }
 
+  void acked(Qp& qp) {
+    qp.ack_needed = false;
+    qp.ack_now = false;
+    qp.rx_unacked = 0;
+    qp.ack_due = {};
+  }
+
   void send_ack(Qp& qp) {
     std::uint8_t buf[w::kFrameOverhead + 4 + 8 * w::kMaxSackBlocks];
     w::write_frame_header(buf, {w::FrameType::ack, w::kFlagAckValid, qp.peer_qpn, qp.qpn, 0, qp.rxw.next()});
@@ -833,7 +845,7 @@ class DeviceImpl final : public Device {
     const std::size_t body =
         nb ? w::encode_sack({buf + w::kFrameHeaderLen, sizeof buf - w::kFrameHeaderLen}, {blocks.data(), nb}) : 0;
     send_raw(qp.peer, {buf, w::seal_frame(buf, w::kFrameHeaderLen + body)});
-    qp.ack_needed = false;
+    acked(qp);
   }
 
   void send_cm_raw(NetAddr to, std::uint32_t dst_qpn, std::uint32_t src_qpn, w::CmOp op, std::uint8_t rsv,
@@ -977,9 +989,21 @@ class DeviceImpl final : public Device {
   }
 
   // ---- progress engine ----
+  // The progress thread. While the consumer drives the engine itself (it spins on
+  // dat_evd_dequeue, which calls progress()), the thread stands back and only sleeps, so the two
+  // do not wake for the same datagrams and fight over the lock and the cores; it takes over again
+  // kConsumerPollGrace after the consumer's last call.
   void run() {
     while (!stop_) {
-      if (!cfg_.busy_poll) nd_->wait_rx(next_wait());
+      if (!cfg_.busy_poll) {
+        const auto idle_for = Clock::now().time_since_epoch() -
+                              std::chrono::nanoseconds(consumer_poll_ns_.load(std::memory_order_relaxed));
+        if (idle_for < kConsumerPollGrace) {
+          std::this_thread::sleep_for(kConsumerPollGrace - idle_for + std::chrono::microseconds(50));
+          continue;
+        }
+        nd_->wait_rx(next_wait());
+      }
       std::lock_guard lk(mu_);
       progress_locked();
     }
@@ -993,14 +1017,15 @@ class DeviceImpl final : public Device {
       for (std::size_t i = 0; i < n; ++i) rx_frames_[i].cap = cap;
       if (n < kRxBurst) break;
     }
-    for (Qp* qp : ack_list_)
-      if (qp->ack_needed) send_ack(*qp);
-    ack_list_.clear();
+    flush_acks();
     timers();
   }
 
  public:
   void progress() override {
+    consumer_poll_ns_.store(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(),
+        std::memory_order_relaxed);
     std::unique_lock lk(mu_, std::try_to_lock);
     if (lk.owns_lock()) progress_locked();
   }
@@ -1008,6 +1033,12 @@ class DeviceImpl final : public Device {
  private:
   std::chrono::microseconds next_wait() {
     std::lock_guard lk(mu_);
+    if (!delayed_acks_.empty()) {
+      auto due = Clock::time_point::max();
+      for (const Qp* qp : delayed_acks_) due = std::min(due, qp->ack_due);
+      return std::clamp(std::chrono::ceil<std::chrono::microseconds>(due - Clock::now()), std::chrono::microseconds(1),
+                        kAckDelay);
+    }
     if (!lingers_.empty()) return std::chrono::microseconds(1000);
     for (auto& [n, qp] : qps_)
       if (!qp->inflight.empty() || qp->cm == CmPhase::connecting || qp->cm == CmPhase::accepting ||
@@ -1018,6 +1049,7 @@ class DeviceImpl final : public Device {
 
   void timers() {
     const auto now = Clock::now();
+    delayed_acks(now);
     for (auto it = qps_.begin(); it != qps_.end();) {
       Qp& qp = *(it++)->second;
       switch (qp.cm) {
@@ -1144,6 +1176,7 @@ class DeviceImpl final : public Device {
     if (qp.cm == CmPhase::accepting) established_passive(qp);
     mark_ack(qp);
     const bool ahead = h.seq != qp.rxw.next();
+    if (ahead) qp.ack_now = true;  // out of order or a duplicate: the peer needs our SACK / ack now
     switch (qp.rxw.accept(h.seq)) {
       case RxWindow::Verdict::duplicate:
         qp.ctr.rx_duplicates++;
@@ -1181,10 +1214,37 @@ class DeviceImpl final : public Device {
   }
 
   void mark_ack(Qp& qp) {
+    qp.rx_unacked++;
     if (!qp.ack_needed) {
       qp.ack_needed = true;
       ack_list_.push_back(&qp);
     }
+  }
+
+  // Acks: at once for every second frame, for anything out of order and for duplicates; a lone
+  // in-order frame's ack waits up to kAckDelay, so that a reply the consumer posts meanwhile
+  // carries it (a ping-pong then sends no pure acks at all).
+  void flush_acks() {
+    const auto now = Clock::now();
+    for (Qp* qp : ack_list_) {
+      if (!qp->ack_needed) continue;
+      if (qp->ack_now || qp->rx_unacked >= 2 || qp->rxw.has_gap() || qp->state != QpState::rts) {
+        send_ack(*qp);
+      } else if (qp->ack_due == Clock::time_point{}) {
+        qp->ack_due = now + kAckDelay;
+        delayed_acks_.push_back(qp);
+      }
+    }
+    ack_list_.clear();
+  }
+
+  void delayed_acks(Clock::time_point now) {
+    std::erase_if(delayed_acks_, [&](Qp* qp) {
+      if (!qp->ack_needed) return true;  // data carried it
+      if (now < qp->ack_due) return false;
+      send_ack(*qp);
+      return true;
+    });
   }
 
   void handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack) {
@@ -1688,6 +1748,9 @@ class DeviceImpl final : public Device {
   std::map<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>> listeners_;
   std::vector<ConnRequest*> reqs_;
   std::vector<Qp*> ack_list_;
+  std::vector<Qp*> delayed_acks_;
+  std::atomic<std::int64_t> consumer_poll_ns_{0};  // last progress() call by a consumer (steady clock)  // QPs whose
+                                                   // lone in-order frame waits for a reply to carry its ack
   std::vector<Linger> lingers_;
   std::vector<std::uint8_t> rx_bufs_, tx_gather_;
   std::vector<netdev::RxFrame> rx_frames_;

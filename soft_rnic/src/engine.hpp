@@ -159,6 +159,9 @@ struct Qp {
   // Receive side.
   RxWindow rxw;
   bool ack_needed = false;
+  std::uint32_t rx_unacked = 0;      // in-order data frames received since our last ack went out
+  Clock::time_point ack_due{};       // a delayed ack goes out then, unless data carries it first
+  bool ack_now = false;              // a duplicate or a gap: the peer needs an ack at once
   bool disc_rx_pending = false;  // the peer's disconnect arrived ahead of a gap
   std::uint32_t disc_rx_seq = 0;
 
