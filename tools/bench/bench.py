@@ -79,6 +79,8 @@ class Softrnic:
             server = json.loads(out.strip().splitlines()[-1])
             if server.get("msgs"):
                 res["server_cpu_us_per_msg"] = server["cpu_us"] / server["msgs"]
+            if "cpu_pct" in server:
+                res["server_cpu_pct"] = server["cpu_pct"]
             return res
         finally:
             if srv.poll() is None:
@@ -112,6 +114,7 @@ def cases(quick, build):
             total = (128 if not quick else 32) * MIB
             out.append((bench, size, max(32, total // size)))
     out.append(("msgrate", 64, 100000 if not quick else 20000))
+    out.append(("idle", 0, 3000 if not quick else 1000))  # ms connected and idle
     return out
 
 
@@ -136,6 +139,8 @@ def measure(stacks, bench, size, iters):
             m["ucx-tcp tag_bw"] = lambda: peer_call("ucx_tag_bw", size, iters)
             if stacks.get("memif"):
                 m["softrnic-dpdk-memif"] = lambda: stacks["memif"].run(bench, size, iters, window=16)
+    elif bench == "idle":
+        m["softrnic-udp"] = lambda: sr.run("idle", 0, iters)
     elif bench == "msgrate":
         m["softrnic-udp"] = lambda: sr.run("msgrate", size, iters, window=32)
         m["kernel-udp stream"] = lambda: peer_call("udp_stream", stacks["build"], size, size * iters)
@@ -150,7 +155,7 @@ def fmt(v, digits=1):
 def summarize(bench, size, runs_by_stack):
     """Table rows for one case: per stack the median over runs, p99/p99.9, min-max, ratio."""
     rows = []
-    key = "median_us" if bench == "pingpong" else ("msgs_per_s" if bench == "msgrate" else "mbps")
+    key = {"pingpong": "median_us", "msgrate": "msgs_per_s", "idle": "cpu_pct"}.get(bench, "mbps")
     ours = None
     for stack, runs in runs_by_stack.items():
         vals = [r[key] for r in runs if r and key in r]
@@ -163,6 +168,9 @@ def summarize(bench, size, runs_by_stack):
         p999 = statistics.median([r["p999_us"] for r in runs if r and "p999_us" in r]) if bench == "pingpong" and all(
             r and "p999_us" in r for r in runs) else None
         cpu = [r.get("cpu_us_per_msg", 0) + r.get("server_cpu_us_per_msg", 0) for r in runs if r and "cpu_us_per_msg" in r]
+        if bench == "idle":
+            vals = [r["cpu_pct"] + r.get("server_cpu_pct", 0) for r in runs if r and "cpu_pct" in r]
+            med = statistics.median(vals)
         rows.append((stack, med, p99, p999, (min(vals), max(vals)), statistics.median(cpu) if cpu else None, None))
         if stack == "softrnic-udp":
             ours = med
@@ -176,9 +184,10 @@ def summarize(bench, size, runs_by_stack):
 
 
 def print_table(bench, size, key, rows):
-    unit = {"median_us": "RTT us", "mbps": "MB/s", "msgs_per_s": "msg/s"}[key]
+    unit = {"median_us": "RTT us", "mbps": "MB/s", "msgs_per_s": "msg/s", "cpu_pct": "% of a core"}[key]
     title = {"pingpong": "Send/Recv ping-pong round trip", "write_bw": "RDMA Write streaming",
-             "read_bw": "RDMA Read streaming", "msgrate": "message rate (Sends, several outstanding)"}[bench]
+             "read_bw": "RDMA Read streaming", "msgrate": "message rate (Sends, several outstanding)",
+             "idle": "a connected pair, idle (both processes; target < 5 %)"}[bench]
     print(f"\n{title}, {size} B   (softrnic / peer: {'<1 means softrnic is faster' if bench == 'pingpong' else '>1 means softrnic is faster'})")
     print(f"  {'stack':24} {unit + ' p50':>12} {'p99':>10} {'p99.9':>10} {'min-max (run medians)':>24} {'cpu us/msg':>11} {'softrnic/peer':>14}")
     for stack, med, p99, p999, mm, cpu, ratio in rows:
@@ -262,7 +271,7 @@ def main():
     with open(os.path.join(a.out, "results.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["bench", "size", "stack", "run", "median_us", "p99_us", "p999_us", "mbps", "msgs_per_s",
-                    "cpu_us_per_msg", "server_cpu_us_per_msg"])
+                    "cpu_us_per_msg", "server_cpu_us_per_msg", "cpu_pct", "server_cpu_pct"])
         for ci, (bench, size, iters) in enumerate(todo):
             runs = {}
             m = measure(stacks, bench, size, iters)
@@ -279,7 +288,7 @@ def main():
                     if r:
                         w.writerow([bench, size, stack, run + 1] + [r.get(k, "") for k in (
                             "median_us", "p99_us", "p999_us", "mbps", "msgs_per_s", "cpu_us_per_msg",
-                            "server_cpu_us_per_msg")])
+                            "server_cpu_us_per_msg", "cpu_pct", "server_cpu_pct")])
             progress("")
             runs = {k: v for k, v in runs.items() if any(v)}
             key, rows = summarize(bench, size, runs)

@@ -8,6 +8,7 @@
 //   write_bw  RDMA Writes streamed into the server's memory, --window outstanding: MB/s.
 //   read_bw   RDMA Reads streamed from the server's memory, --window (capped by the ORD): MB/s.
 //   msgrate   Sends of --size with --window outstanding and receive credits: messages/s.
+//   idle      a connected pair doing nothing for --iters milliseconds: CPU use, % of one core.
 // CPU per message = the process's user+system time (progress thread included) / messages.
 #include <arpa/inet.h>
 #include <dat2/udat.h>
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -246,6 +248,14 @@ int serve(const Options& o) {
     n.wait_dto(n.rcv, "done");
     msgs = o.iters;
   }
+  if (o.test == "idle") {
+    std::printf("{\"cpu_us\":%.1f,\"cpu_pct\":%.3f}\n", cpu_us() - cpu0,
+                (cpu_us() - cpu0) / (static_cast<double>(o.iters) * 1e3) * 100);
+    std::fflush(stdout);
+    dat_evd_wait(n.conn, 5'000'000, 1, &ev, &nmore);
+    dat_ia_close(n.ia, DAT_CLOSE_ABRUPT_FLAG);
+    return 0;
+  }
   std::printf("{\"cpu_us\":%.1f,\"msgs\":%zu}\n", cpu_us() - cpu0, msgs);
   std::fflush(stdout);
   // The client disconnects; wait for it, so our last frames are acknowledged first.
@@ -334,6 +344,14 @@ int client(const Options& o) {
     const double bytes = static_cast<double>(o.iters) * static_cast<double>(o.size);
     std::printf("{\"mbps\":%.1f,\"msgs_per_s\":%.0f,\"cpu_us_per_msg\":%.3f}\n", bytes / secs / 1e6,
                 static_cast<double>(o.iters) / secs, cpu / static_cast<double>(o.iters));
+  } else if (o.test == "idle") {
+    // Connected, nothing to do for --iters ms: what the progress threads cost (% of one core).
+    const double cpu0 = cpu_us();
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.iters));
+    const double cpu = cpu_us() - cpu0;
+    n.post_send(n.ctl_slot(0), 0, true);  // done
+    n.wait_dto(n.req, "done");
+    std::printf("{\"cpu_pct\":%.3f,\"idle_ms\":%zu}\n", cpu / (static_cast<double>(o.iters) * 1e3) * 100, o.iters);
   } else if (o.test == "msgrate") {
     // The server posted 2 x window receives and returns a credit message every `window`
     // receives it reposted: never more than that outstanding, so no Send finds no buffer.
@@ -377,7 +395,7 @@ int main(int argc, char** argv) {
   app.add_option("--port", o.port, "server IA port, from its READY line (client)");
   app.add_option("--qual", o.qual, "connection qualifier");
   app.add_option("--test", o.test, "pingpong, write_bw, read_bw or msgrate")
-      ->check(CLI::IsMember({"pingpong", "write_bw", "read_bw", "msgrate"}));
+      ->check(CLI::IsMember({"pingpong", "write_bw", "read_bw", "msgrate", "idle"}));
   app.add_option("--size", o.size, "message size in bytes")->check(CLI::Range(std::size_t{0}, std::size_t{1} << 26));
   app.add_option("--iters", o.iters, "measured iterations / messages")->check(CLI::Range(1, 100'000'000));
   app.add_option("--window", o.window, "operations outstanding (bandwidth, msgrate)")->check(CLI::Range(1, 1024));
@@ -387,5 +405,6 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (o.role == "client" && o.port == 0) fail("--port: the server's port (its READY line) is needed");
   if (o.test == "pingpong" && o.size == 0) fail("--size: ping-pong needs at least one byte");
+  if (o.test == "idle") o.poll = "wait";  // an idle consumer blocks; what is left is the stack's own cost
   return o.role == "server" ? serve(o) : client(o);
 }

@@ -1,0 +1,465 @@
+// softrnic_udp_peer: the raw kernel UDP floor beside our `udp` netdev (docs/performance-peers.md).
+// Plain POSIX sockets on 127.0.0.1, one server and one client process:
+//   softrnic_udp_peer server --port P [--poll busy|block] [--timeout S]
+//   softrnic_udp_peer client --port P --test pingpong|stream --size N (--iters N [--warmup N] | --bytes N)
+//                            [--poll busy|block] [--timeout S]
+// The server prints "READY <port>" once bound (--port 0: the kernel picks the port), serves one test,
+// prints {"cpu_us":..,"msgs":..} and exits. The client prints exactly one JSON line.
+// Ping-pong: size-byte datagrams echoed, round trip per iteration (steady_clock) after a warm-up.
+// Stream: datagrams of min(size, 65000) bytes sent with sendmmsg under a credit window the server grants
+// (sized to its receive buffer, at most 4 MiB), so the kernel does not drop; the server acks as it counts
+// and sends a final ack once all bytes arrived. MB/s = bytes / (first send .. final ack), MB = 10^6 bytes.
+// Every wait is bounded by --timeout (default 30 s); exit 1 on a failure, 2 on bad arguments.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint32_t kMagic = 0x50555253;  // "SRUP"
+constexpr std::size_t kMaxDatagram = 65507;   // IPv4 UDP payload limit
+constexpr std::size_t kStreamChunk = 65000;
+constexpr std::size_t kMaxWindowBytes = 4u << 20;
+constexpr unsigned kBatch = 64;
+
+enum class Type : std::uint32_t { kHello = 1, kHelloAck = 2, kAck = 3, kFinal = 4 };
+enum class Test : std::uint32_t { kPingpong = 0, kStream = 1 };
+
+// Control datagrams; data datagrams are all zero bytes, so they never carry the magic.
+struct Ctl {
+  std::uint32_t magic = kMagic;
+  Type type = Type::kHello;
+  Test test = Test::kPingpong;
+  std::uint32_t pad = 0;
+  std::uint64_t size = 0;    // hello: datagram size
+  std::uint64_t count = 0;   // hello: echoes (pingpong) or bytes (stream); ack: bytes received
+  std::uint64_t msgs = 0;    // ack: datagrams received; hello-ack: ack every this many datagrams
+  std::uint64_t window = 0;  // hello-ack: at most this many datagrams unacknowledged
+};
+
+bool as_ctl(const void* p, ssize_t n, Ctl& c) {
+  if (n != static_cast<ssize_t>(sizeof(Ctl))) return false;
+  std::memcpy(&c, p, sizeof c);
+  return c.magic == kMagic;
+}
+
+struct Options {
+  std::string mode;
+  int port = -1;
+  Test test = Test::kPingpong;
+  bool test_set = false;
+  std::size_t size = 64;
+  std::uint64_t iters = 0, bytes = 0, warmup = 0;
+  bool warmup_set = false;
+  bool busy = true;
+  double timeout_s = 30;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "softrnic_udp_peer: %s\n"
+               "usage: softrnic_udp_peer server --port P [--poll busy|block] [--timeout S]\n"
+               "       softrnic_udp_peer client --port P --test pingpong --size N --iters N [--warmup N]\n"
+               "                                [--poll busy|block] [--timeout S]\n"
+               "       softrnic_udp_peer client --port P --test stream --size N --bytes N [--poll busy|block]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+[[noreturn]] void fail(const std::string& why) {
+  std::fprintf(stderr, "softrnic_udp_peer: %s\n", why.c_str());
+  std::exit(1);
+}
+
+[[noreturn]] void fail_errno(const char* what) {
+  fail(std::string(what) + ": " + std::strerror(errno));
+}
+
+std::uint64_t parse_u64(std::string_view opt, const char* v) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long x = std::strtoull(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || v[0] == '-') usage(std::string(opt) + ": not a number: " + v);
+  return x;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  if (argc < 2) usage("missing mode (server or client)");
+  o.mode = argv[1];
+  if (o.mode != "server" && o.mode != "client") usage("mode must be server or client, not " + o.mode);
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (i + 1 >= argc) usage(std::string(a) + " needs a value");
+    const char* v = argv[++i];
+    if (a == "--port") {
+      const auto p = parse_u64(a, v);
+      if (p > 65535) usage("--port out of range");
+      o.port = static_cast<int>(p);
+    } else if (a == "--test") {
+      if (std::string_view(v) == "pingpong") {
+        o.test = Test::kPingpong;
+      } else if (std::string_view(v) == "stream") {
+        o.test = Test::kStream;
+      } else {
+        usage(std::string("--test must be pingpong or stream, not ") + v);
+      }
+      o.test_set = true;
+    } else if (a == "--size") {
+      o.size = parse_u64(a, v);
+    } else if (a == "--iters") {
+      o.iters = parse_u64(a, v);
+    } else if (a == "--warmup") {
+      o.warmup = parse_u64(a, v);
+      o.warmup_set = true;
+    } else if (a == "--bytes") {
+      o.bytes = parse_u64(a, v);
+    } else if (a == "--poll") {
+      if (std::string_view(v) == "busy") {
+        o.busy = true;
+      } else if (std::string_view(v) == "block") {
+        o.busy = false;
+      } else {
+        usage(std::string("--poll must be busy or block, not ") + v);
+      }
+    } else if (a == "--timeout") {
+      char* end = nullptr;
+      o.timeout_s = std::strtod(v, &end);
+      if (end == v || *end != '\0' || !(o.timeout_s > 0) || o.timeout_s > 3600) usage("--timeout: 0 < S <= 3600");
+    } else {
+      usage("unknown option " + std::string(a));
+    }
+  }
+  if (o.port < 0) usage("--port is required");
+  if (o.mode == "client") {
+    if (o.port == 0) usage("client: --port must be the server's port");
+    if (!o.test_set) usage("client: --test is required");
+    if (o.size < 1 || o.size > (o.test == Test::kPingpong ? kMaxDatagram : std::size_t{1} << 30))
+      usage("--size out of range (pingpong: 1..65507)");
+    if (o.test == Test::kPingpong) {
+      if (o.iters < 1 || o.iters > 100'000'000) usage("pingpong: --iters 1..100000000 is required");
+      if (!o.warmup_set) o.warmup = std::min<std::uint64_t>(1000, std::max<std::uint64_t>(10, o.iters / 10));
+    } else if (o.bytes < 1) {
+      usage("stream: --bytes N (N >= 1) is required");
+    }
+  }
+  return o;
+}
+
+double cpu_us() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const auto us = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec); };
+  return us(ru.ru_utime) + us(ru.ru_stime);
+}
+
+sockaddr_in loopback(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+// A UDP socket with large buffers (SO_*BUFFORCE as root, else up to the sysctl limit) and SO_RCVTIMEO as a
+// bound for blocking receives.
+int make_socket(int port, double timeout_s) {
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) fail_errno("socket");
+  const int buf = 16 << 20;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout_s);
+  tv.tv_usec = static_cast<suseconds_t>((timeout_s - std::floor(timeout_s)) * 1e6);
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) fail_errno("SO_RCVTIMEO");
+  const sockaddr_in a = loopback(port);
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) fail_errno("bind 127.0.0.1");
+  return fd;
+}
+
+int rcvbuf_of(int fd) {
+  int v = 0;
+  socklen_t l = sizeof v;
+  getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, &l);
+  return v;
+}
+
+// Receives one datagram before `deadline`: busy spins on MSG_DONTWAIT, block sleeps in recv (each sleep bounded
+// by SO_RCVTIMEO). Returns the length, or -1 once the deadline has passed.
+ssize_t recv_until(int fd, void* buf, std::size_t len, bool busy, Clock::time_point deadline,
+                   sockaddr_in* from = nullptr) {
+  socklen_t fl = sizeof(sockaddr_in);
+  for (unsigned spin = 0;; ++spin) {
+    const ssize_t n = recvfrom(fd, buf, len, busy ? MSG_DONTWAIT : 0, reinterpret_cast<sockaddr*>(from),
+                               from != nullptr ? &fl : nullptr);
+    if (n >= 0) return n;
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) fail_errno("recv");
+    if ((!busy || spin % 256 == 0) && Clock::now() >= deadline) return -1;
+  }
+}
+
+void send_ctl(int fd, const Ctl& c) {
+  if (send(fd, &c, sizeof c, 0) != static_cast<ssize_t>(sizeof c)) fail_errno("send control");
+}
+
+Clock::time_point deadline_in(double s) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+int run_server(const Options& o) {
+  const int fd = make_socket(o.port, o.timeout_s);
+  sockaddr_in self{};
+  socklen_t sl = sizeof self;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&self), &sl);
+  std::printf("READY %u\n", static_cast<unsigned>(ntohs(self.sin_port)));
+  std::fflush(stdout);
+
+  std::vector<unsigned char> buf(kMaxDatagram + 1);
+  sockaddr_in peer{};
+  Ctl hello;
+  for (;;) {  // the first control datagram from a client starts the test
+    const ssize_t n = recv_until(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s), &peer);
+    if (n < 0) fail("server: no client within the timeout");
+    if (as_ctl(buf.data(), n, hello) && hello.type == Type::kHello) break;
+  }
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0) fail_errno("connect to client");
+  const double cpu0 = cpu_us();
+  std::uint64_t msgs = 0;
+  Ctl ack = hello;
+  ack.type = Type::kHelloAck;
+
+  if (hello.test == Test::kPingpong) {
+    send_ctl(fd, ack);
+    while (msgs < hello.count) {
+      const ssize_t n = recv_until(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s));
+      if (n < 0) fail("server: ping-pong stalled (no datagram within the timeout)");
+      Ctl c;
+      if (as_ctl(buf.data(), n, c)) {  // a retransmitted hello
+        if (c.type == Type::kHello) send_ctl(fd, ack);
+        continue;
+      }
+      if (send(fd, buf.data(), static_cast<std::size_t>(n), 0) != n) fail_errno("echo");
+      ++msgs;
+    }
+  } else {
+    // Credit window in datagrams: half the receive buffer at an estimated kernel cost of the datagram plus
+    // ~1.3 KiB of skb overhead each, at most 4 MiB of payload; acks at a quarter of the window.
+    const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(hello.size, kStreamChunk));
+    const std::size_t by_buf = static_cast<std::size_t>(rcvbuf_of(fd)) / 2 / (chunk + 1344);
+    const std::size_t window = std::max<std::size_t>(1, std::min({by_buf, kMaxWindowBytes / chunk, std::size_t{8192}}));
+    ack.window = window;
+    ack.msgs = std::max<std::size_t>(1, window / 4);
+    send_ctl(fd, ack);
+    const std::uint64_t ack_every = ack.msgs;
+    std::uint64_t bytes = 0, since_ack = 0;
+    std::vector<std::vector<unsigned char>> bufs(kBatch, std::vector<unsigned char>(chunk + 1));
+    std::vector<iovec> iov(kBatch);
+    std::vector<mmsghdr> hdr(kBatch);
+    auto deadline = deadline_in(o.timeout_s);
+    while (bytes < hello.count) {
+      for (unsigned i = 0; i < kBatch; ++i) {
+        iov[i] = {bufs[i].data(), bufs[i].size()};
+        hdr[i] = {};
+        hdr[i].msg_hdr.msg_iov = &iov[i];
+        hdr[i].msg_hdr.msg_iovlen = 1;
+      }
+      // block: MSG_WAITFORONE sleeps for the first datagram only (bounded by SO_RCVTIMEO).
+      const int r = recvmmsg(fd, hdr.data(), kBatch, o.busy ? MSG_DONTWAIT : MSG_WAITFORONE, nullptr);
+      if (r <= 0) {
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) fail_errno("recvmmsg");
+        if (Clock::now() >= deadline) fail("server: stream stalled (datagrams lost or client gone)");
+        continue;
+      }
+      deadline = deadline_in(o.timeout_s);
+      for (int i = 0; i < r; ++i) {
+        Ctl c;
+        if (as_ctl(bufs[static_cast<std::size_t>(i)].data(), hdr[static_cast<std::size_t>(i)].msg_len, c)) {
+          if (c.type == Type::kHello) send_ctl(fd, ack);
+          continue;
+        }
+        bytes += hdr[static_cast<std::size_t>(i)].msg_len;
+        ++msgs;
+        ++since_ack;
+      }
+      if (since_ack >= ack_every && bytes < hello.count) {
+        Ctl a{};
+        a.type = Type::kAck;
+        a.count = bytes;
+        a.msgs = msgs;
+        send_ctl(fd, a);
+        since_ack = 0;
+      }
+    }
+    Ctl fin{};
+    fin.type = Type::kFinal;
+    fin.count = bytes;
+    fin.msgs = msgs;
+    send_ctl(fd, fin);
+  }
+  std::printf("{\"cpu_us\":%.1f,\"msgs\":%llu}\n", cpu_us() - cpu0, static_cast<unsigned long long>(msgs));
+  std::fflush(stdout);
+  close(fd);
+  return 0;
+}
+
+// Sends hello until the server answers (a retransmission every 200 ms, up to the timeout).
+Ctl handshake(int fd, const Options& o, std::uint64_t count, std::vector<unsigned char>& buf) {
+  Ctl hello;
+  hello.test = o.test;
+  hello.size = o.size;
+  hello.count = count;
+  const auto deadline = deadline_in(o.timeout_s);
+  while (Clock::now() < deadline) {
+    send_ctl(fd, hello);
+    const auto retry = std::min(deadline, deadline_in(0.2));
+    while (Clock::now() < retry) {
+      const ssize_t n = recv_until(fd, buf.data(), buf.size(), true, retry);
+      Ctl c;
+      if (n >= 0 && as_ctl(buf.data(), n, c) && c.type == Type::kHelloAck) return c;
+    }
+  }
+  fail("client: the server did not answer within the timeout");
+}
+
+double pct(const std::vector<double>& sorted, double p) {
+  const auto n = sorted.size();
+  auto k = static_cast<std::size_t>(std::ceil(p * static_cast<double>(n)));
+  k = std::clamp<std::size_t>(k, 1, n);
+  return sorted[k - 1];
+}
+
+int run_pingpong(int fd, const Options& o) {
+  std::vector<unsigned char> buf(kMaxDatagram + 1);
+  handshake(fd, o, o.warmup + o.iters, buf);
+  std::vector<unsigned char> msg(o.size, 0);
+  std::vector<double> rtt;
+  rtt.reserve(o.iters);
+  double cpu0 = 0;
+  for (std::uint64_t i = 0; i < o.warmup + o.iters; ++i) {
+    if (i == o.warmup) cpu0 = cpu_us();
+    const auto t0 = Clock::now();
+    if (send(fd, msg.data(), msg.size(), 0) != static_cast<ssize_t>(msg.size())) fail_errno("send");
+    for (;;) {
+      const ssize_t n = recv_until(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s));
+      if (n < 0) fail("client: no echo within the timeout (datagram lost?)");
+      Ctl c;
+      if (!as_ctl(buf.data(), n, c)) break;  // a late hello-ack is skipped
+    }
+    const auto t1 = Clock::now();
+    if (i >= o.warmup) rtt.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  const double cpu = cpu_us() - cpu0;
+  std::sort(rtt.begin(), rtt.end());
+  std::printf(
+      "{\"median_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f,\"min_us\":%.3f,\"max_us\":%.3f,\"iters\":%llu,"
+      "\"cpu_us_per_msg\":%.3f}\n",
+      pct(rtt, 0.5), pct(rtt, 0.99), pct(rtt, 0.999), rtt.front(), rtt.back(), static_cast<unsigned long long>(o.iters),
+      cpu / static_cast<double>(o.iters));
+  return 0;
+}
+
+int run_stream(int fd, const Options& o) {
+  std::vector<unsigned char> buf(kMaxDatagram + 1);
+  const Ctl grant = handshake(fd, o, o.bytes, buf);
+  const std::size_t chunk = std::min(o.size, kStreamChunk);
+  const std::uint64_t total_msgs = (o.bytes + chunk - 1) / chunk;
+  const std::uint64_t window = std::max<std::uint64_t>(1, grant.window);
+  std::vector<unsigned char> data(chunk, 0);
+  std::vector<iovec> iov(kBatch);
+  std::vector<mmsghdr> hdr(kBatch);
+  std::uint64_t sent = 0, acked = 0, sent_bytes = 0;
+  bool done = false;
+  const double cpu0 = cpu_us();
+  const auto t0 = Clock::now();
+  auto stall = deadline_in(o.timeout_s);
+  // Applies one control datagram from the server; returns false for anything else.
+  const auto take = [&](const void* p, ssize_t n) {
+    Ctl c;
+    if (!as_ctl(p, n, c)) return false;
+    if (c.type == Type::kAck || c.type == Type::kFinal) {
+      if (c.msgs > acked) {
+        acked = c.msgs;
+        stall = deadline_in(o.timeout_s);
+      }
+      if (c.type == Type::kFinal) done = true;
+    }
+    return true;
+  };
+  while (!done) {
+    // Drain acks without waiting.
+    for (;;) {
+      const ssize_t n = recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+      if (n < 0) break;
+      take(buf.data(), n);
+    }
+    if (done) break;
+    const std::uint64_t room =
+        sent < total_msgs ? std::min(total_msgs - sent, window - std::min(window, sent - acked)) : 0;
+    if (room > 0) {
+      const unsigned k = static_cast<unsigned>(std::min<std::uint64_t>(room, kBatch));
+      for (unsigned i = 0; i < k; ++i) {
+        const std::uint64_t left = o.bytes - sent_bytes - std::uint64_t{i} * chunk;
+        iov[i] = {data.data(), static_cast<std::size_t>(std::min<std::uint64_t>(left, chunk))};
+        hdr[i] = {};
+        hdr[i].msg_hdr.msg_iov = &iov[i];
+        hdr[i].msg_hdr.msg_iovlen = 1;
+      }
+      const int r = sendmmsg(fd, hdr.data(), k, 0);
+      if (r < 0) {
+        if (errno != EAGAIN && errno != ENOBUFS && errno != EINTR) fail_errno("sendmmsg");
+      } else {
+        for (int i = 0; i < r; ++i) sent_bytes += iov[static_cast<std::size_t>(i)].iov_len;
+        sent += static_cast<std::uint64_t>(r);
+      }
+    } else {
+      // Window full (or all sent): wait for an ack.
+      const ssize_t n = recv_until(fd, buf.data(), buf.size(), o.busy, stall);
+      if (n >= 0) take(buf.data(), n);
+    }
+    if (Clock::now() >= stall)
+      fail("client: stream stalled (no ack within the timeout: datagrams dropped by the kernel?)");
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu = cpu_us() - cpu0;
+  std::printf(
+      "{\"mbps\":%.3f,\"msgs_per_s\":%.1f,\"cpu_us_per_msg\":%.3f,\"msgs\":%llu,\"bytes\":%llu,\"secs\":%.6f}\n",
+      static_cast<double>(o.bytes) / secs / 1e6, static_cast<double>(sent) / secs, cpu / static_cast<double>(sent),
+      static_cast<unsigned long long>(sent), static_cast<unsigned long long>(sent_bytes), secs);
+  return 0;
+}
+
+int run_client(const Options& o) {
+  const int fd = make_socket(0, o.timeout_s);
+  const sockaddr_in srv = loopback(o.port);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&srv), sizeof srv) != 0) fail_errno("connect 127.0.0.1");
+  const int rc = o.test == Test::kPingpong ? run_pingpong(fd, o) : run_stream(fd, o);
+  std::fflush(stdout);
+  close(fd);
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  return o.mode == "server" ? run_server(o) : run_client(o);
+}
