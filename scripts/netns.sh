@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Test topology: two network namespaces joined by a veth pair (MTU 9000).
 #
-#   scripts/netns.sh up   PREFIX [SUBNET]   makes PREFIX_a and PREFIX_b, veth ends PREFIX_va (in
-#                                           PREFIX_a, SUBNET.1/24) and PREFIX_vb (in PREFIX_b,
-#                                           SUBNET.2/24), both up, lo up. SUBNET defaults to 10.77.0
+#   scripts/netns.sh up   PREFIX [SUBNET [MTU]]  makes PREFIX_a and PREFIX_b, veth ends PREFIX_va
+#                                           (in PREFIX_a, SUBNET.1/24) and PREFIX_vb (in PREFIX_b,
+#                                           SUBNET.2/24), both up with MTU (default 9000; af_xdp
+#                                           on a veth wants at most ~3500), lo up. SUBNET
+#                                           defaults to 10.77.0
 #   scripts/netns.sh down PREFIX            removes both namespaces (and with them the veth pair);
 #                                           idempotent
 #
@@ -11,11 +13,12 @@
 # Needs root. Prints the names it made as shell assignments (NS_A=..., NS_B=..., IF_A=..., IF_B=...).
 set -euo pipefail
 cmd=${1:-} prefix=${2:-}
-subnet=${3:-10.77.0}
-usage() { echo "usage: $0 up|down PREFIX [SUBNET e.g. 10.77.0]" >&2; exit 2; }
+subnet=${3:-10.77.0} mtu=${4:-9000}
+usage() { echo "usage: $0 up|down PREFIX [SUBNET e.g. 10.77.0 [MTU]]" >&2; exit 2; }
 [[ -n $cmd && -n $prefix ]] || usage
 [[ $prefix =~ ^[A-Za-z0-9_]{1,10}$ ]] || { echo "netns.sh: bad PREFIX '$prefix' (letters, digits, _; at most 10)" >&2; exit 2; }
 [[ $subnet =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || { echo "netns.sh: bad SUBNET '$subnet'" >&2; exit 2; }
+[[ $mtu =~ ^[0-9]{3,5}$ ]] || { echo "netns.sh: bad MTU '$mtu'" >&2; exit 2; }
 ns_a=${prefix}_a ns_b=${prefix}_b if_a=${prefix}_va if_b=${prefix}_vb
 
 down() {
@@ -41,8 +44,8 @@ case $cmd in
     ip link set "$if_b" netns "$ns_b"
     ip -n "$ns_a" link set lo up
     ip -n "$ns_b" link set lo up
-    ip -n "$ns_a" link set "$if_a" mtu 9000 up
-    ip -n "$ns_b" link set "$if_b" mtu 9000 up
+    ip -n "$ns_a" link set "$if_a" mtu "$mtu" up
+    ip -n "$ns_b" link set "$if_b" mtu "$mtu" up
     ip -n "$ns_a" addr add "$subnet.1/24" dev "$if_a"
     ip -n "$ns_b" addr add "$subnet.2/24" dev "$if_b"
     trap - ERR

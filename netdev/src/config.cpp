@@ -127,6 +127,19 @@ bool check_vdev(std::string_view devargs, const NetdevConfig& cfg, std::string& 
       return false;
     }
   }
+  if (pmd == "net_af_packet") {
+    // af_packet drops larger frames silently (counted as sent): its frame size must hold the
+    // MTU plus Ethernet and TPACKET headers.
+    const auto framesz = kvarg(devargs, "framesz", has);
+    std::uint32_t f = 2048;
+    if (has && !parse_uint<std::uint32_t>(framesz, 256, 1u << 20, f)) f = 0;
+    if (f < cfg.dpdk.mtu + 128) {
+      error = "dpdk vdev '" + std::string(devargs) + "': net_af_packet with mtu " + std::to_string(cfg.dpdk.mtu) +
+              " needs framesz >= " + std::to_string(cfg.dpdk.mtu + 128) + " (and blocksz >= framesz), e.g. " +
+              "framesz=8192;blocksz=8192 for mtu up to 8064";
+      return false;
+    }
+  }
   return true;
 }
 

@@ -46,7 +46,13 @@ constexpr std::size_t kMaxPendingPerDst = 256;
 constexpr std::chrono::milliseconds kArpRetry{200};
 constexpr int kArpTries = 10;
 constexpr std::chrono::milliseconds kMemifRestart{1000};
-constexpr std::chrono::microseconds kSpin{30};
+// wait_rx polls (yielding) this long before it sleeps: long while traffic flows (a frame came
+// within kBusyWindow), short when idle, so an idle process does not keep a core busy.
+constexpr std::chrono::microseconds kSpinBusy{200};
+constexpr std::chrono::microseconds kSpinIdle{20};
+constexpr std::chrono::milliseconds kBusyWindow{2};
+constexpr std::chrono::milliseconds kCloseDrain{50};
+constexpr int kMaxPollsPerRx = 4;
 constexpr std::chrono::microseconds kFirstSleep{8};
 constexpr std::chrono::microseconds kMaxSleep{500};
 
@@ -209,8 +215,11 @@ class DpdkNetdev final : public Netdev {
   std::size_t rx_burst(std::span<RxFrame> out) override {
     std::lock_guard lk(io_mu_);
     std::size_t got = 0;
+    // Bounded: frames that are not ours (ARP, other traffic, a flood) are consumed here too, and
+    // must not keep the caller in this loop.
+    int polls = 0;
     while (got < out.size()) {
-      if (stash_pos_ == stash_n_ && !poll_locked()) break;
+      if (stash_pos_ == stash_n_ && (++polls > kMaxPollsPerRx || !poll_locked())) break;
       rte_mbuf* m = stash_[stash_pos_++];
       if (deliver(m, out[got])) ++got;
       rte_pktmbuf_free(m);
@@ -232,7 +241,7 @@ class DpdkNetdev final : public Netdev {
       }
       const auto now = Clock::now();
       if (now >= deadline) return;
-      if (now - start < kSpin) {
+      if (now - start < (now - last_rx_.load(std::memory_order_relaxed) < kBusyWindow ? kSpinBusy : kSpinIdle)) {
         std::this_thread::yield();
         continue;
       }
@@ -355,12 +364,15 @@ class DpdkNetdev final : public Netdev {
       error = "rte_eth_dev_info_get(port " + std::to_string(port_) + "): " + std::strerror(-r);
       return false;
     }
-    if (mtu_ > info.max_mtu || mtu_ < info.min_mtu) {
+    if (mtu_ < info.min_mtu || (mtu_ > info.max_mtu && port_name_.rfind("net_af_packet", 0) != 0)) {
       error = "port " + port_name_ + " supports MTU " + std::to_string(info.min_mtu) + ".." +
               std::to_string(info.max_mtu) + ", not mtu=" + std::to_string(mtu_);
       return false;
     }
-    const unsigned frame = mtu_ + eth::kEthHdr + 4;
+    unsigned frame = mtu_ + eth::kEthHdr + 4;
+    // af_packet wants an mbuf that holds a whole TPACKET frame
+    if (const std::string fs = kvarg(d.vdev, "framesz"); !fs.empty() && port_name_.rfind("net_af_packet", 0) == 0)
+      frame = std::max<unsigned>(frame, static_cast<unsigned>(std::atoi(fs.c_str())));
     const unsigned room = std::max<unsigned>(RTE_MBUF_DEFAULT_DATAROOM, frame) + RTE_PKTMBUF_HEADROOM;
     if (room > 65535) {
       error = "mtu " + std::to_string(mtu_) + " too large for one mbuf";
@@ -371,8 +383,9 @@ class DpdkNetdev final : public Netdev {
     conf.rxmode.mtu = mtu_;
     // memif reports a 1518-byte max frame but carries frames up to its bsize (checked against
     // the mtu in the config checks): configure it with the default MTU.
-    const bool memif = !memif_socket_.empty();
-    if (memif && mtu_ + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen) conf.rxmode.mtu = 0;
+    // af_packet likewise carries frames up to its framesz (checked against the mtu too).
+    const bool soft_mtu = !memif_socket_.empty() || port_name_.rfind("net_af_packet", 0) == 0;
+    if (soft_mtu && mtu_ + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen) conf.rxmode.mtu = 0;
     if (int r = rte_eth_dev_configure(port_, 1, 1, &conf); r != 0) {
       error = "rte_eth_dev_configure(port " + port_name_ + ", mtu " + std::to_string(mtu_) + "): " + std::strerror(-r) +
               " (the port takes frames up to " + std::to_string(info.max_rx_pktlen) + " bytes" +
@@ -463,8 +476,11 @@ class DpdkNetdev final : public Netdev {
   void shutdown() {
     std::lock_guard lk(io_mu_);
     if (!eal_up_) return;
-    if (const char* v = std::getenv("SOFTRNIC_STATS"); v && *v && *v != '0') print_stats();
+    if (const char* v = std::getenv("SOFTRNIC_STATS"); v && *v && *v != '0' && started_) print_stats();
     while (stash_pos_ < stash_n_) rte_pktmbuf_free(stash_[stash_pos_++]);
+    // Frames just handed to the port may still sit in its ring (memif: in memory the peer reads
+    // later, gone when the port closes): give the peer a moment after recent traffic.
+    if (started_ && Clock::now() - last_tx_ < kCloseDrain) std::this_thread::sleep_for(kCloseDrain);
     if (port_configured_) {
       if (started_) rte_eth_dev_stop(port_);
       rte_eth_dev_close(port_);
@@ -505,7 +521,9 @@ class DpdkNetdev final : public Netdev {
   bool poll_locked() {
     stash_pos_ = 0;
     stash_n_ = rte_eth_rx_burst(port_, 0, stash_, kBurst);
-    return stash_n_ > 0;
+    if (stash_n_ == 0) return false;
+    last_rx_.store(Clock::now(), std::memory_order_relaxed);
+    return true;
   }
 
   rte_mbuf* build_udp(NetAddr to, const eth::Mac& dst_mac, std::initializer_list<std::span<const std::uint8_t>> parts) {
@@ -556,6 +574,7 @@ class DpdkNetdev final : public Netdev {
       }
       std::this_thread::yield();
     }
+    if (sent) last_tx_ = Clock::now();
     for (std::uint16_t i = 0; i < sent; ++i) {
       stats_.tx_frames++;
       stats_.tx_bytes += m[i]->hash.usr;  // the datagram's length, set by build_udp
@@ -737,6 +756,8 @@ class DpdkNetdev final : public Netdev {
   std::unique_ptr<PcapWriter> pcap_;
   // waiting
   std::atomic<bool> wake_{false}, sleeping_{false};
+  std::atomic<Clock::time_point> last_rx_{};
+  Clock::time_point last_tx_{};  // io_mu_
   std::mutex wait_mu_;
   std::condition_variable wait_cv_;
   AtomicNetdevStats stats_;

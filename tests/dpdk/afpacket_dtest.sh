@@ -54,8 +54,9 @@ for pair in "$NS_A $IF_A" "$NS_B $IF_B"; do
   ip netns exec "$1" ethtool -K "$2" tx off >/dev/null 2>&1 || fail "ethtool -K $2 tx off"
 done
 export DAT_OVERRIDE=$build/dat.conf SOFTRNIC_STATS=1
-dpdk_nd="netdev=dpdk ip=10.77.0.11 dpdk_vdev=net_af_packet0;iface=$IF_A dpdk_lcore=1 dpdk_prefix=${tag}_d"
-kern_nd="netdev=udp ip=10.77.0.2 port=5041"
+# MTU 8000 (veth 9000): af_packet needs TPACKET frames that hold it; the kernel side's datagrams match
+dpdk_nd="netdev=dpdk ip=10.77.0.11 dpdk_vdev=net_af_packet0;iface=$IF_A;framesz=8192;blocksz=8192 mtu=8000 dpdk_lcore=1 dpdk_prefix=${tag}_d"
+kern_nd="netdev=udp ip=10.77.0.2 port=5041 max_datagram=7972"
 
 cap=$tmp/afpacket.pcap
 ip netns exec "$NS_B" dumpcap -i "$IF_B" -f "arp or udp portrange 5041-5104 or udp port 6041" -c 4000 -B 64 -P \
@@ -65,7 +66,8 @@ for i in $(seq 1 100); do grep -qF "File: $cap" "$tmp/capture.log" 2>/dev/null &
 grep -qF "File: $cap" "$tmp/capture.log" || fail "dumpcap did not start"
 
 # 1. netdev ping, dpdk first (resolver); port 6041 keeps these frames apart from the framing checks
-ip netns exec "$NS_B" timeout -k 5 60 "$ping" server "netdev=udp ip=10.77.0.2 port=6041" >"$tmp/ping_server.log" 2>&1 &
+ip netns exec "$NS_B" timeout -k 5 60 "$ping" server "netdev=udp ip=10.77.0.2 port=6041 max_datagram=7972" \
+  >"$tmp/ping_server.log" 2>&1 &
 ping_srv=$!
 for i in $(seq 1 50); do grep -q "netdev_ping: ready" "$tmp/ping_server.log" && break; sleep 0.1; done
 ip netns exec "$NS_A" timeout -k 5 60 "$ping" client "${dpdk_nd/dpdk_prefix=${tag}_d/dpdk_prefix=${tag}_p} port=6041" \

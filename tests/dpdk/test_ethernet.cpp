@@ -284,6 +284,8 @@ TEST(NetdevConfig, DpdkValidationErrors) {
       {{{"dpdk_vdev", "net_memif0;socket=/tmp/a;bsize=2048"}, {"mtu", "9000"}}, "bsize must be"},
       {{{"dpdk_vdev", "net_af_packet0"}}, "needs iface="},
       {{{"dpdk_vdev", "net_af_packet0;iface"}}, "is not key=value"},
+      {{{"dpdk_vdev", "net_af_packet0;iface=veth0"}, {"mtu", "9000"}}, "needs framesz >= 9128"},
+      {{{"dpdk_vdev", "net_af_packet0;iface=veth0;framesz=4096"}, {"mtu", "8000"}}, "needs framesz >= 8128"},
       {{{"dpdk_vdev", "net_tap0"}, {"dpdk_pci", "0000:03:00.0"}}, "not both"},
       {{{"dpdk_pci", "03:00"}}, "want a PCI address"},
       {{{"dpdk_eal", "--help"}}, "unsupported EAL argument '--help'"},
