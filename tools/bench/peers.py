@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+"""Peers for the benchmark (project issue 6): one measurement of another stack per call, on 127.0.0.1.
+
+Each function returns a dict, or None after printing (to stderr) why the peer could not be measured; none
+raises for an absent or failing tool. Every process runs with a deadline and is killed with its process
+group on failure; servers are always reaped. docs/performance-peers.md says how each peer is run and what
+its numbers mean. Units: latency figures are ROUND TRIPS in microseconds; MB = 10**6 bytes.
+
+  udp_pingpong(build_dir, size, iters, poll)  softrnic_udp_peer (raw kernel UDP), poll "busy" or "block"
+  udp_stream(build_dir, size, total_bytes, poll="busy")
+  ucx_tag_lat(size, iters), ucx_tag_bw(size, iters), ucx_put_bw(size, iters)   ucx_perftest over UCX tcp
+  fi_pingpong(provider, size, iters)          libfabric fi_pingpong: "tcp", "udp;ofi_rxd", "udp"
+
+Self-check: python3 tools/bench/peers.py --quick [--build-dir DIR]
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+TIMEOUT_S = 60.0  # per process: server start-up, client run, server exit
+UCX_PERFTEST = "/usr/bin/ucx_perftest"
+FI_PINGPONG = "/usr/bin/fi_pingpong"
+# UCX over its TCP transport on the loopback interface only (no shared memory, no self transport needed:
+# the two sides are separate processes).
+UCX_ENV = {"UCX_TLS": "tcp", "UCX_NET_DEVICES": "lo", "UCX_WARN_UNUSED_ENV_VARS": "n"}
+# fi_pingpong endpoint type per provider: tcp is connection-oriented (msg); ofi_rxd makes udp reliable
+# (rdm); plain udp is unreliable datagrams (dgram).
+FI_EP_TYPE = {"tcp": "msg", "udp;ofi_rxd": "rdm", "udp": "dgram", "tcp;ofi_rxm": "rdm"}
+
+_said = set()
+
+
+def _why(what, reason):
+    """Prints why a peer gave no figure (each distinct reason once per process)."""
+    key = (what, reason)
+    if key not in _said:
+        _said.add(key)
+        print(f"peers: {what}: {reason}", file=sys.stderr, flush=True)
+    return None
+
+
+def _free_port():
+    """A TCP and UDP port free on 127.0.0.1 right now (the tools bind it a moment later)."""
+    for _ in range(20):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+            t.bind(("127.0.0.1", 0))
+            port = t.getsockname()[1]
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+                    u.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError("no free port on 127.0.0.1")
+
+
+def _listening(port):
+    """True once some socket listens on TCP `port` (from /proc/net/tcp and tcp6, without connecting)."""
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+class _Proc:
+    """A child in its own process group, stdout and stderr to temporary files, reaped with its rusage."""
+
+    def __init__(self, argv, env=None):
+        self.out = tempfile.TemporaryFile()
+        self.err = tempfile.TemporaryFile()
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.out, stderr=self.err,
+                                      env=full_env, start_new_session=True)
+        self.rc = None
+        self.cpu_us = None
+
+    def _reap(self, flags):
+        if self.rc is not None:
+            return True
+        try:
+            pid, status, ru = os.wait4(self.popen.pid, flags)
+        except ChildProcessError:
+            self.rc = self.popen.returncode if self.popen.returncode is not None else -1
+            return True
+        if pid == 0:
+            return False
+        self.rc = os.waitstatus_to_exitcode(status)
+        self.popen.returncode = self.rc  # reaped here: Popen must not wait again
+        self.cpu_us = (ru.ru_utime + ru.ru_stime) * 1e6
+        return True
+
+    def wait(self, timeout):
+        """The exit code, or None if the process was still running at the deadline."""
+        deadline = time.monotonic() + timeout
+        while not self._reap(os.WNOHANG):
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.005)
+        return self.rc
+
+    def kill(self):
+        if self.rc is None:
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.wait(5.0)
+
+    def text(self, which="out"):
+        f = self.out if which == "out" else self.err
+        f.seek(0)
+        return f.read().decode(errors="replace")
+
+    def tail(self, n=3):
+        lines = (self.text("err").strip() or self.text("out").strip()).splitlines()
+        return " | ".join(lines[-n:]) if lines else "(no output)"
+
+    def close(self):
+        self.kill()
+        self.out.close()
+        self.err.close()
+
+
+def _wait_until(pred, proc, timeout):
+    """Waits for pred() while `proc` runs; False on exit or deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        if proc.wait(0) is not None:
+            return pred()
+        time.sleep(0.01)
+    return False
+
+
+def _client_server(what, server_argv, client_argv, env=None, ready=None, port=None):
+    """Runs one server and one client to completion. Returns (client, server) with both exited 0, or None.
+
+    ready(server) -> bool says when the server can take the client; by default its TCP `port` listens."""
+    server = client = None
+    try:
+        server = _Proc(server_argv, env)
+        check = (lambda: ready(server)) if ready else (lambda: _listening(port))
+        if not _wait_until(check, server, TIMEOUT_S):
+            return _why(what, f"server not ready within {TIMEOUT_S:.0f} s: {server.tail()}")
+        client = _Proc(client_argv, env)
+        rc = client.wait(TIMEOUT_S)
+        if rc is None:
+            return _why(what, f"client did not finish within {TIMEOUT_S:.0f} s (killed)")
+        if rc != 0:
+            return _why(what, f"client exit {rc}: {client.tail()}")
+        rc = server.wait(TIMEOUT_S)
+        if rc is None:
+            return _why(what, f"server did not exit within {TIMEOUT_S:.0f} s after the client (killed)")
+        if rc != 0:
+            return _why(what, f"server exit {rc}: {server.tail()}")
+        return client, server
+    except OSError as e:
+        return _why(what, f"cannot run: {e}")
+    finally:
+        for p in (client, server):
+            if p is not None:
+                p.kill()
+
+
+def _finish(pair, parse):
+    """Applies parse(client, server) to a finished pair and closes both; a parse failure is a reason."""
+    if pair is None:
+        return None
+    client, server = pair
+    try:
+        return parse(client, server)
+    finally:
+        client.close()
+        server.close()
+
+
+# --- raw kernel UDP: softrnic_udp_peer ------------------------------------------------------------------
+
+
+def _udp_peer(build_dir):
+    path = os.path.join(build_dir, "tools", "softrnic_udp_peer")
+    return path if os.access(path, os.X_OK) else None
+
+
+def _udp_run(what, build_dir, client_args, poll):
+    exe = _udp_peer(build_dir)
+    if exe is None:
+        return _why(what, f"{os.path.join(build_dir, 'tools', 'softrnic_udp_peer')} not built")
+    port_box = []
+
+    def ready(server):
+        for line in server.text().splitlines():
+            if line.startswith("READY "):
+                port_box.append(int(line.split()[1]))
+                return True
+        return False
+
+    # The server binds port 0 and reports the kernel's choice in READY, so there is no race for a port.
+    server = None
+    try:
+        server = _Proc([exe, "server", "--port", "0", "--poll", poll])
+        if not _wait_until(lambda: ready(server), server, TIMEOUT_S):
+            return _why(what, f"server not ready: {server.tail()}")
+        client = _Proc([exe, "client", "--port", str(port_box[0]), "--poll", poll] + client_args)
+        try:
+            rc = client.wait(TIMEOUT_S)
+            if rc is None:
+                return _why(what, f"client did not finish within {TIMEOUT_S:.0f} s (killed)")
+            if rc != 0:
+                return _why(what, f"client exit {rc}: {client.tail()}")
+            if server.wait(TIMEOUT_S) != 0:
+                return _why(what, f"server failed: {server.tail()}")
+            res = json.loads(client.text().strip().splitlines()[-1])
+            srv = json.loads(server.text().strip().splitlines()[-1])
+        finally:
+            client.close()
+    except (OSError, ValueError, IndexError) as e:
+        return _why(what, f"failed: {e}")
+    finally:
+        if server is not None:
+            server.close()
+    res["server_cpu_us"] = srv["cpu_us"]
+    res["server_msgs"] = srv["msgs"]
+    res["server_cpu_us_per_msg"] = srv["cpu_us"] / srv["msgs"] if srv["msgs"] else None
+    return res
+
+
+def udp_pingpong(build_dir, size, iters, poll="busy"):
+    """Raw kernel UDP ping-pong: round-trip median/p99/p99.9/min/max (us, after a warm-up), client CPU per
+    round trip, plus server_cpu_us (server CPU over warm-up and measured echoes, server_msgs of them)."""
+    return _udp_run(f"udp_pingpong(size={size}, poll={poll})", build_dir,
+                    ["--test", "pingpong", "--size", str(size), "--iters", str(iters)], poll)
+
+
+def udp_stream(build_dir, size, total_bytes, poll="busy"):
+    """Raw kernel UDP stream of min(size, 65000)-byte datagrams (sendmmsg, credit window): mbps (MB/s,
+    10**6), msgs_per_s, client cpu_us_per_msg, plus server_cpu_us."""
+    return _udp_run(f"udp_stream(size={size}, poll={poll})", build_dir,
+                    ["--test", "stream", "--size", str(size), "--bytes", str(total_bytes)], poll)
+
+
+def _warmup(iters):
+    """softrnic_udp_peer's default warm-up: a tenth of the iterations, 10 to 1000."""
+    return min(1000, max(10, iters // 10))
+
+
+# --- UCX: ucx_perftest over the tcp transport ------------------------------------------------------------
+
+
+def _ucx(test, size, iters):
+    what = f"ucx {test}(size={size})"
+    if not os.access(UCX_PERFTEST, os.X_OK):
+        return _why("ucx", f"{UCX_PERFTEST} not installed (Debian package ucx-utils)")
+    try:
+        port = _free_port()
+    except OSError as e:
+        return _why(what, str(e))
+    # -f: final figures only; -v: CSV (iterations,typical_lat,avg_lat,overall_lat,avg_bw,overall_bw,avg_mr,
+    # overall_mr). -w: the same warm-up as softrnic_udp_peer's (ucx_perftest's default is 10000 iterations).
+    # The server takes its test parameters from the client.
+    warmup = _warmup(iters)
+    server = [UCX_PERFTEST, "-p", str(port)]
+    client = [UCX_PERFTEST, "127.0.0.1", "-p", str(port), "-t", test, "-s", str(size), "-n", str(iters),
+              "-w", str(warmup), "-f", "-v"]
+
+    def parse(c, s):
+        row = None
+        for line in c.text().splitlines():
+            parts = line.strip().split(",")
+            if len(parts) == 8:
+                try:
+                    row = [float(x) for x in parts]
+                except ValueError:
+                    continue
+        if row is None:
+            return _why(what, f"no result line in the output: {c.tail()}")
+        n, typical, _avg, overall, _bw_avg, bw_overall, _mr_avg, mr_overall = row
+        return {"iters": int(n), "warmup": warmup, "typical_lat_us": typical, "overall_lat_us": overall,
+                "bw_mib_s": bw_overall, "msgs_per_s": mr_overall,
+                "client_cpu_us": c.cpu_us, "server_cpu_us": s.cpu_us}
+
+    return _finish(_client_server(what, server, client, env=UCX_ENV, port=port), parse)
+
+
+def ucx_tag_lat(size, iters):
+    """UCP tag-matching ping-pong. ucx_perftest's latency of a ping-pong test is ONE-WAY: it divides the
+    round trip by 2 (libperf ucx_perf_calc_result, factor 2.0 for UCX_PERF_TEST_TYPE_PINGPONG). Its "typical"
+    figure is the percentile (-R, default 50) of the last iterations' times (a 2048-entry queue). Returned
+    here as round trips: median_us = 2 * typical, mean_us = 2 * overall average (whole run after warm-up)."""
+    r = _ucx("tag_lat", size, iters)
+    if r is None:
+        return None
+    return {"median_us": 2 * r["typical_lat_us"], "mean_us": 2 * r["overall_lat_us"], "iters": r["iters"],
+            "cpu_us_per_msg": r["client_cpu_us"] / (r["iters"] + r["warmup"]), "cpu_includes_startup": True,
+            "server_cpu_us": r["server_cpu_us"], "one_way_typical_us": r["typical_lat_us"]}
+
+
+def _ucx_bw(test, size, iters):
+    r = _ucx(test, size, iters)
+    if r is None:
+        return None
+    # ucx_perftest's "MB/s" is MiB/s (bytes / 2**20). Our MB is 10**6 bytes: computed from the message rate
+    # (messages per second * message size), which is what the MiB figure was derived from.
+    return {"mbps": r["msgs_per_s"] * size / 1e6, "msgs_per_s": r["msgs_per_s"], "iters": r["iters"],
+            "ucx_mib_s": r["bw_mib_s"], "cpu_us_per_msg": r["client_cpu_us"] / (r["iters"] + r["warmup"]),
+            "cpu_includes_startup": True, "server_cpu_us": r["server_cpu_us"]}
+
+
+def ucx_tag_bw(size, iters):
+    """UCP tag-matching stream, one direction: mbps (10**6 B/s), msgs_per_s."""
+    return _ucx_bw("tag_bw", size, iters)
+
+
+def ucx_put_bw(size, iters):
+    """UCP put (one-sided RMA write, ucx_perftest ucp_put_bw), one direction: mbps (10**6 B/s), msgs_per_s."""
+    return _ucx_bw("ucp_put_bw", size, iters)
+
+
+# --- libfabric: fi_pingpong --------------------------------------------------------------------------------
+
+
+def fi_pingpong(provider, size, iters):
+    """libfabric fi_pingpong on the lo domain. Its usec/xfer is elapsed / (iters * 2): ONE-WAY, a mean over
+    all iterations (fi_pingpong has no warm-up and no percentiles). Returned as a round trip:
+    median_us = mean_us = 2 * usec/xfer (the key is median_us so it sits beside the other round trips;
+    "stat": "mean" says what it is)."""
+    what = f"fi_pingpong({provider}, size={size})"
+    if not os.access(FI_PINGPONG, os.X_OK):
+        return _why("fi_pingpong", f"{FI_PINGPONG} not installed (Debian package libfabric-bin)")
+    ep = FI_EP_TYPE.get(provider, "rdm")
+    try:
+        port = _free_port()
+    except OSError as e:
+        return _why(what, str(e))
+    common = ["-p", provider, "-e", ep, "-d", "lo", "-I", str(iters), "-S", str(size)]
+    server = [FI_PINGPONG] + common + ["-B", str(port)]
+    client = [FI_PINGPONG] + common + ["-P", str(port), "127.0.0.1"]
+
+    def parse(c, s):
+        # bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec, e.g. "64 1k =1k 125k 0.04s 6.43 9.95 0.10"
+        for line in reversed(c.text().splitlines()):
+            parts = line.split()
+            if len(parts) == 8 and parts[4].endswith("s") and parts[2].startswith("="):
+                try:
+                    secs, usec_xfer = float(parts[4][:-1]), float(parts[6])
+                except ValueError:
+                    continue
+                return {"median_us": 2 * usec_xfer, "mean_us": 2 * usec_xfer, "stat": "mean", "iters": iters,
+                        "one_way_usec_per_xfer": usec_xfer, "total_s": secs,
+                        "cpu_us_per_msg": c.cpu_us / iters, "cpu_includes_startup": True,
+                        "server_cpu_us": s.cpu_us}
+        return _why(what, f"no result line in the output: {c.tail()}")
+
+    return _finish(_client_server(what, server, client, port=port), parse)
+
+
+# --- self-check -------------------------------------------------------------------------------------------
+
+
+def _main(argv):
+    import argparse
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="run each peer once (64 B; 65536 B for bandwidth)")
+    ap.add_argument("--build-dir", default=os.path.join(here, "..", "..", "build-peers"),
+                    help="build tree holding tools/softrnic_udp_peer (default: build-peers)")
+    args = ap.parse_args(argv)
+    if not args.quick:
+        ap.print_help()
+        return 2
+    bd = os.path.abspath(args.build_dir)
+    runs = [
+        ("udp_pingpong 64 busy", lambda: udp_pingpong(bd, 64, 10000, "busy")),
+        ("udp_pingpong 64 block", lambda: udp_pingpong(bd, 64, 10000, "block")),
+        ("udp_stream 65536", lambda: udp_stream(bd, 65536, 256 * 10**6)),
+        ("udp_stream 64", lambda: udp_stream(bd, 64, 32 * 10**6)),
+        ("ucx_tag_lat 64", lambda: ucx_tag_lat(64, 10000)),
+        ("ucx_tag_bw 65536", lambda: ucx_tag_bw(65536, 5000)),
+        ("ucx_put_bw 65536", lambda: ucx_put_bw(65536, 5000)),
+        ("fi_pingpong tcp 64", lambda: fi_pingpong("tcp", 64, 10000)),
+        ("fi_pingpong udp;ofi_rxd 64", lambda: fi_pingpong("udp;ofi_rxd", 64, 10000)),
+        ("fi_pingpong udp 64", lambda: fi_pingpong("udp", 64, 10000)),
+    ]
+    failed = 0
+    for name, run in runs:
+        t0 = time.monotonic()
+        r = run()
+        failed += r is None
+        shown = json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}) if r else None
+        print(f"{name:28s} {time.monotonic() - t0:5.1f}s  {shown}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
