@@ -125,9 +125,11 @@ class _Proc:
         f.seek(0)
         return f.read().decode(errors="replace")
 
-    def tail(self, n=3):
+    def tail(self, n=3, first=False):
+        """The last (or first) n lines of stderr, else of stdout, on one line."""
         lines = (self.text("err").strip() or self.text("out").strip()).splitlines()
-        return " | ".join(lines[-n:]) if lines else "(no output)"
+        picked = lines[:n] if first else lines[-n:]
+        return " | ".join(line.strip() for line in picked) if lines else "(no output)"
 
     def close(self):
         self.kill()
@@ -147,15 +149,13 @@ def _wait_until(pred, proc, timeout):
     return False
 
 
-def _client_server(what, server_argv, client_argv, env=None, ready=None, port=None):
+def _client_server(what, server_argv, client_argv, env, port):
     """Runs one server and one client to completion. Returns (client, server) with both exited 0, or None.
-
-    ready(server) -> bool says when the server can take the client; by default its TCP `port` listens."""
+    The client starts once the server listens on TCP `port` (its control connection)."""
     server = client = None
     try:
         server = _Proc(server_argv, env)
-        check = (lambda: ready(server)) if ready else (lambda: _listening(port))
-        if not _wait_until(check, server, TIMEOUT_S):
+        if not _wait_until(lambda: _listening(port), server, TIMEOUT_S):
             return _why(what, f"server not ready within {TIMEOUT_S:.0f} s: {server.tail()}")
         client = _Proc(client_argv, env)
         rc = client.wait(TIMEOUT_S)
@@ -222,9 +222,9 @@ def _udp_run(what, build_dir, client_args, poll):
             if rc is None:
                 return _why(what, f"client did not finish within {TIMEOUT_S:.0f} s (killed)")
             if rc != 0:
-                return _why(what, f"client exit {rc}: {client.tail()}")
+                return _why(what, f"client exit {rc}: {client.tail(1, first=True)}")
             if server.wait(TIMEOUT_S) != 0:
-                return _why(what, f"server failed: {server.tail()}")
+                return _why(what, f"server failed: {server.tail(1, first=True)}")
             res = json.loads(client.text().strip().splitlines()[-1])
             srv = json.loads(server.text().strip().splitlines()[-1])
         finally:
@@ -294,7 +294,7 @@ def _ucx(test, size, iters):
                 "bw_mib_s": bw_overall, "msgs_per_s": mr_overall,
                 "client_cpu_us": c.cpu_us, "server_cpu_us": s.cpu_us}
 
-    return _finish(_client_server(what, server, client, env=UCX_ENV, port=port), parse)
+    return _finish(_client_server(what, server, client, UCX_ENV, port), parse)
 
 
 def ucx_tag_lat(size, iters):
@@ -366,7 +366,7 @@ def fi_pingpong(provider, size, iters):
                         "server_cpu_us": s.cpu_us}
         return _why(what, f"no result line in the output: {c.tail()}")
 
-    return _finish(_client_server(what, server, client, port=port), parse)
+    return _finish(_client_server(what, server, client, None, port), parse)
 
 
 # --- self-check -------------------------------------------------------------------------------------------
