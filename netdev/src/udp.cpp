@@ -87,11 +87,15 @@ class UdpNetdev final : public Netdev {
     std::size_t done = 0;
     while (done < frames.size()) {
       const std::size_t n = std::min(kBurst, frames.size() - done);
-      std::array<mmsghdr, kBurst> msgs{};
-      std::array<iovec, 3 * kBurst> iov{};
-      std::array<sockaddr_in, kBurst> to{};
+      // Only the n entries in use are set up (zeroing all kBurst of them cost ~4 KB of memset
+      // per datagram on the latency path).
+      std::array<mmsghdr, kBurst> msgs;
+      std::array<iovec, 3 * kBurst> iov;
+      std::array<sockaddr_in, kBurst> to;
       for (std::size_t i = 0; i < n; ++i) {
         const TxFrame& f = frames[done + i];
+        std::memset(&msgs[i], 0, sizeof msgs[i]);
+        std::memset(&to[i], 0, sizeof to[i]);
         to[i].sin_family = AF_INET;
         to[i].sin_addr.s_addr = htonl(f.to.ip);
         to[i].sin_port = htons(f.to.port);
@@ -128,10 +132,11 @@ class UdpNetdev final : public Netdev {
   std::size_t rx_burst(std::span<RxFrame> out) override {
     const std::size_t n = std::min(kBurst, out.size());
     if (n == 0) return 0;
-    std::array<mmsghdr, kBurst> msgs{};
-    std::array<iovec, kBurst> iov{};
-    std::array<sockaddr_in, kBurst> from{};
+    std::array<mmsghdr, kBurst> msgs;
+    std::array<iovec, kBurst> iov;
+    std::array<sockaddr_in, kBurst> from;
     for (std::size_t i = 0; i < n; ++i) {
+      std::memset(&msgs[i], 0, sizeof msgs[i]);
       iov[i].iov_base = out[i].buf;
       iov[i].iov_len = out[i].cap;
       msgs[i].msg_hdr.msg_name = &from[i];

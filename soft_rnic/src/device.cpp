@@ -81,6 +81,8 @@ constexpr std::chrono::microseconds kMaxRto{500000};
 constexpr std::chrono::microseconds kAckDelay{100};
 // How long after a consumer's last progress() call the progress thread leaves the engine to it.
 constexpr std::chrono::microseconds kConsumerPollGrace{500};
+// How often the connection and retransmission timers are scanned, at most.
+constexpr std::chrono::microseconds kTimerScan{100};
 constexpr std::size_t kRxBurst = 32;
 constexpr std::ptrdiff_t kMaxPendingRequests = 1024;
 
@@ -1049,7 +1051,12 @@ class DeviceImpl final : public Device {
 
   void timers() {
     const auto now = Clock::now();
-    delayed_acks(now);
+    if (!delayed_acks_.empty()) delayed_acks(now);
+    // The connection and retransmission timers have millisecond granularity (RTO floor 5 ms,
+    // reordering window >= 4 ms): a scan of every QP (and its frames in flight) at each call of a
+    // consumer that spins would only cost latency.
+    if (now - last_timer_scan_ < kTimerScan) return;
+    last_timer_scan_ = now;
     for (auto it = qps_.begin(); it != qps_.end();) {
       Qp& qp = *(it++)->second;
       switch (qp.cm) {
@@ -1749,8 +1756,9 @@ class DeviceImpl final : public Device {
   std::vector<ConnRequest*> reqs_;
   std::vector<Qp*> ack_list_;
   std::vector<Qp*> delayed_acks_;
-  std::atomic<std::int64_t> consumer_poll_ns_{0};  // last progress() call by a consumer (steady clock)  // QPs whose
-                                                   // lone in-order frame waits for a reply to carry its ack
+  std::atomic<std::int64_t> consumer_poll_ns_{0};
+  Clock::time_point last_timer_scan_{};  // last progress() call by a consumer (steady clock)  // QPs whose
+                                         // lone in-order frame waits for a reply to carry its ack
   std::vector<Linger> lingers_;
   std::vector<std::uint8_t> rx_bufs_, tx_gather_;
   std::vector<netdev::RxFrame> rx_frames_;
