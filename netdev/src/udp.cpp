@@ -26,7 +26,14 @@ constexpr std::size_t kBurst = 64;
 
 class UdpNetdev final : public Netdev {
  public:
-  UdpNetdev(std::size_t max_dgram) : socket_(io_), max_dgram_(max_dgram) {}
+  UdpNetdev(std::size_t max_dgram) : socket_(io_), max_dgram_(max_dgram) {
+    for (std::size_t i = 0; i < kBurst; ++i) {
+      std::memset(&rx_msgs_[i], 0, sizeof rx_msgs_[i]);
+      rx_msgs_[i].msg_hdr.msg_name = &rx_from_[i];
+      rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
+      rx_msgs_[i].msg_hdr.msg_iovlen = 1;
+    }
+  }
   ~UdpNetdev() override {
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
@@ -132,17 +139,17 @@ class UdpNetdev final : public Netdev {
   std::size_t rx_burst(std::span<RxFrame> out) override {
     const std::size_t n = std::min(kBurst, out.size());
     if (n == 0) return 0;
-    std::array<mmsghdr, kBurst> msgs;
-    std::array<iovec, kBurst> iov;
-    std::array<sockaddr_in, kBurst> from;
+    // The headers live in the netdev, wired once (rx_burst is called from one thread at a time,
+    // most often on an empty socket by a consumer that spins): per call only the buffers and the
+    // in/out name lengths are set.
+    auto& msgs = rx_msgs_;
+    auto& iov = rx_iov_;
+    auto& from = rx_from_;
     for (std::size_t i = 0; i < n; ++i) {
-      std::memset(&msgs[i], 0, sizeof msgs[i]);
       iov[i].iov_base = out[i].buf;
       iov[i].iov_len = out[i].cap;
-      msgs[i].msg_hdr.msg_name = &from[i];
       msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
-      msgs[i].msg_hdr.msg_iov = &iov[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_flags = 0;
     }
     const int r = ::recvmmsg(socket_.native_handle(), msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
     if (r <= 0) return 0;
@@ -190,6 +197,9 @@ class UdpNetdev final : public Netdev {
   std::size_t max_dgram_;
   NetAddr local_{};
   int wake_fd_ = -1;
+  std::array<mmsghdr, kBurst> rx_msgs_;  // receive headers, wired to rx_iov_ and rx_from_ once
+  std::array<iovec, kBurst> rx_iov_;
+  std::array<sockaddr_in, kBurst> rx_from_;
   AtomicNetdevStats stats_;
 };
 
