@@ -5,7 +5,9 @@
 //
 // EAL is initialised once per process (DPDK cannot initialise it again after rte_eal_cleanup):
 // one dpdk netdev per process; a second one gets a clear error.
+#include <fcntl.h>
 #include <net/if.h>
+#include <poll.h>
 #include <pthread.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -14,6 +16,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -136,11 +139,15 @@ class DpdkNetdev final : public Netdev {
     run_dir_ = runtime_dir(prefix_);
     std::string joined;
     for (const auto& a : args) joined += (joined.empty() ? "" : " ") + a;
-    if (std::filesystem::exists(run_dir_ + "/config")) {
-      // Another live primary with this prefix would share (and break) our memory config.
-      error = "dpdk netdev: " + run_dir_ + " exists: another DPDK process uses file prefix '" + prefix_ +
-              "' (choose another dpdk_prefix, or remove the directory if it is stale)";
-      return false;
+    if (std::filesystem::exists(run_dir_)) {
+      if (config_locked(run_dir_ + "/config")) {
+        // A live primary with this prefix: EAL would fail, and its directory is not ours to remove.
+        error = "dpdk netdev: another DPDK process is running with file prefix '" + prefix_ + "' (" + run_dir_ +
+                "); choose another dpdk_prefix";
+        return false;
+      }
+      std::error_code ec;
+      std::filesystem::remove_all(run_dir_, ec);  // left behind by a process that died
     }
     const std::string pmd = devargs_name(d.vdev);
     if (pmd.rfind("net_vhost", 0) == 0 || pmd.rfind("net_virtio_user", 0) == 0)
@@ -246,6 +253,10 @@ class DpdkNetdev final : public Netdev {
         continue;
       }
       const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
+      if (intr_fd_ >= 0) {
+        sleep_on_interrupt(left);
+        return;
+      }
       std::unique_lock wl(wait_mu_);
       sleeping_.store(true, std::memory_order_seq_cst);
       wait_cv_.wait_for(wl, std::min(step, left), [&] { return wake_.load(std::memory_order_acquire); });
@@ -257,12 +268,46 @@ class DpdkNetdev final : public Netdev {
   void wake() override {
     wake_.store(true, std::memory_order_seq_cst);
     if (sleeping_.load(std::memory_order_seq_cst)) {
+      if (wake_fd_ >= 0) {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] auto w = ::write(wake_fd_, &one, sizeof one);
+      }
       std::lock_guard wl(wait_mu_);
       wait_cv_.notify_all();
     }
   }
 
  private:
+  // Ports with receive interrupts (memif): after the spin, sleep in the kernel until the peer
+  // signals the queue, wake() is called or the time is up. No polling while idle.
+  void sleep_on_interrupt(std::chrono::microseconds left) {
+    {
+      std::lock_guard lk(io_mu_);
+      if (!pending_.empty()) left = std::min<std::chrono::microseconds>(left, kArpRetry / 4);
+      rte_eth_dev_rx_intr_enable(port_, 0);
+      // a frame that came between the last poll and the enable raises no interrupt
+      if (stash_pos_ < stash_n_ || poll_locked()) {
+        rte_eth_dev_rx_intr_disable(port_, 0);
+        return;
+      }
+    }
+    sleeping_.store(true, std::memory_order_seq_cst);
+    if (!wake_.load(std::memory_order_seq_cst)) {
+      pollfd fds[2] = {{intr_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      const timespec ts{static_cast<time_t>(left.count() / 1000000), static_cast<long>(left.count() % 1000000) * 1000};
+      if (::ppoll(fds, 2, &ts, nullptr) > 0) {
+        std::uint64_t v;
+        if (fds[0].revents & POLLIN) [[maybe_unused]]
+          auto r = ::read(intr_fd_, &v, sizeof v);
+        if (fds[1].revents & POLLIN) [[maybe_unused]]
+          auto r = ::read(wake_fd_, &v, sizeof v);
+      }
+    }
+    sleeping_.store(false, std::memory_order_relaxed);
+    std::lock_guard lk(io_mu_);
+    rte_eth_dev_rx_intr_disable(port_, 0);
+  }
+
   struct Neigh {
     eth::Mac mac;
     bool is_static = false;
@@ -308,6 +353,18 @@ class DpdkNetdev final : public Netdev {
       }
     }
     return true;
+  }
+
+  // True when a live EAL primary holds the lock on its runtime config file.
+  static bool config_locked(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct flock lk {};
+    lk.l_type = F_WRLCK;
+    lk.l_whence = SEEK_SET;
+    const bool locked = ::fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK;
+    ::close(fd);
+    return locked;
   }
 
   static bool socket_alive(const std::string& path) {
@@ -381,12 +438,18 @@ class DpdkNetdev final : public Netdev {
     std::uint16_t rxd = d.rx_desc, txd = d.tx_desc;
     rte_eth_conf conf{};
     conf.rxmode.mtu = mtu_;
+    // Receive interrupts where the PMD has them (tap, virtio-user, NICs through vfio); the
+    // others (memif, af_packet, af_xdp, ...) poll with back-off. Asking a PMD without them only
+    // prints a warning, so ask those that may have them.
+    conf.intr_conf.rxq =
+        (!d.pci.empty() || port_name_.rfind("net_tap", 0) == 0 || port_name_.rfind("net_virtio_user", 0) == 0) ? 1 : 0;
     // memif reports a 1518-byte max frame but carries frames up to its bsize (checked against
     // the mtu in the config checks): configure it with the default MTU.
     // af_packet likewise carries frames up to its framesz (checked against the mtu too).
     const bool soft_mtu = !memif_socket_.empty() || port_name_.rfind("net_af_packet", 0) == 0;
     if (soft_mtu && mtu_ + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen) conf.rxmode.mtu = 0;
-    if (int r = rte_eth_dev_configure(port_, 1, 1, &conf); r != 0) {
+    if (conf.intr_conf.rxq && rte_eth_dev_configure(port_, 1, 1, &conf) != 0) conf.intr_conf.rxq = 0;
+    if (int r = conf.intr_conf.rxq ? 0 : rte_eth_dev_configure(port_, 1, 1, &conf); r != 0) {
       error = "rte_eth_dev_configure(port " + port_name_ + ", mtu " + std::to_string(mtu_) + "): " + std::strerror(-r) +
               " (the port takes frames up to " + std::to_string(info.max_rx_pktlen) + " bytes" +
               (port_name_.rfind("net_af_packet", 0) == 0 ? "; af_packet: larger frames need framesz=;blocksz=" : "") +
@@ -445,6 +508,11 @@ class DpdkNetdev final : public Netdev {
       return false;
     }
     started_ = true;
+    if (conf.intr_conf.rxq) {
+      intr_fd_ = rte_eth_dev_rx_intr_ctl_q_get_fd(port_, 0);
+      if (intr_fd_ >= 0) wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+      if (wake_fd_ < 0) intr_fd_ = -1;
+    }
     // A memif server's link comes up when its client connects, which may be much later (the
     // client is often started after the server is ready): do not wait for it. Frames sent
     // before then are dropped and counted; the RNIC's reliability layer resends.
@@ -489,6 +557,9 @@ class DpdkNetdev final : public Netdev {
     pool_ = nullptr;
     rte_eal_cleanup();
     eal_up_ = false;
+    intr_fd_ = -1;
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+    wake_fd_ = -1;
     std::error_code ec;
     std::filesystem::remove_all(run_dir_, ec);
     if (!memif_socket_.empty() && !memif_client_) {
@@ -507,12 +578,12 @@ class DpdkNetdev final : public Netdev {
         "down %llu); "
         "rx %llu frames %llu bytes, %llu truncated, %llu not ours, %llu invalid, %llu to closed ports; "
         "arp: %llu requests sent, %llu replies sent, %llu requests received, %llu replies received, "
-        "%llu frames queued, %llu queue drops, %llu resolutions failed\n",
+        "%llu frames queued, %llu queue drops, %llu resolutions failed; rx interrupts %s\n",
         port_name_.c_str(), eth::to_string(mac_).c_str(), to_string(NetAddr{ip_, udp_port_}).c_str(), ull(s.tx_frames),
         ull(s.tx_bytes), ull(s.tx_dropped), ull(c_.tx_no_mbuf), ull(c_.tx_full), ull(c_.tx_link_down), ull(s.rx_frames),
         ull(s.rx_bytes), ull(s.rx_truncated), ull(c_.rx_not_ours), ull(c_.rx_invalid), ull(c_.rx_port_unreach),
         ull(c_.arp_req_tx), ull(c_.arp_rep_tx), ull(c_.arp_req_rx), ull(c_.arp_rep_rx), ull(c_.arp_queued),
-        ull(c_.arp_queue_drops), ull(c_.arp_failed));
+        ull(c_.arp_queue_drops), ull(c_.arp_failed), intr_fd_ >= 0 ? "on" : "off (polling with back-off)");
   }
   static unsigned long long ull(const std::atomic<std::uint64_t>& v) { return v.load(); }
   static unsigned long long ull(std::uint64_t v) { return v; }
@@ -756,6 +827,7 @@ class DpdkNetdev final : public Netdev {
   std::unique_ptr<PcapWriter> pcap_;
   // waiting
   std::atomic<bool> wake_{false}, sleeping_{false};
+  int intr_fd_ = -1, wake_fd_ = -1;  // receive interrupt (owned by DPDK), our eventfd for wake()
   std::atomic<Clock::time_point> last_rx_{};
   Clock::time_point last_tx_{};  // io_mu_
   std::mutex wait_mu_;
