@@ -22,6 +22,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import memif_env  # noqa: E402  (tools/bench/memif_env.py)
+
 try:
     import peers  # noqa: E402  (tools/bench/peers.py)
 except ImportError as e:  # pragma: no cover
@@ -88,6 +90,28 @@ class Softrnic:
                 srv.wait()
 
 
+def udp_netdev_pingpong(build, size, iters, timeout=60):
+    """Round trips through the udp netdev alone (no RNIC, no DAT): where the RNIC's cost starts."""
+    exe = os.path.join(build, "tools", "softrnic_netdev_pingpong")
+    s = subprocess.Popen([exe, "server", "netdev=udp port=7100"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        line = s.stdout.readline()
+        if not line.startswith("READY"):
+            raise RuntimeError(f"netdev ping-pong server: {line.strip()}")
+        c = subprocess.run([exe, "client", "netdev=udp port=7200", line.split()[1], str(size), str(iters)],
+                           capture_output=True, text=True, timeout=timeout)
+        if c.returncode != 0:
+            raise RuntimeError(f"netdev ping-pong client: {c.stderr.strip()}")
+        return json.loads(c.stdout.strip().splitlines()[-1])
+    finally:
+        try:
+            s.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(s.pid, signal.SIGKILL)
+            s.wait()
+
+
 def peer_call(name, *args):
     """A peer's measurement, or None when the peer (or its tool) is not there."""
     fn = getattr(peers, name, None) if peers else None
@@ -125,12 +149,15 @@ def measure(stacks, bench, size, iters):
     if bench == "pingpong":
         m["softrnic-udp"] = lambda: sr.run("pingpong", size, iters)
         m["softrnic-udp (wait)"] = (lambda: sr.run("pingpong", size, iters, poll="wait")) if size == 64 else None
-        m["kernel-udp"] = lambda: peer_call("udp_pingpong", stacks["build"], size, iters, "busy")
+        if size <= 65000:  # one datagram each way
+            m["kernel-udp"] = lambda: peer_call("udp_pingpong", stacks["build"], size, iters, "busy")
+            m["udp netdev, no RNIC"] = lambda: udp_netdev_pingpong(stacks["build"], size, iters)
         m["ucx-tcp tag_lat"] = lambda: peer_call("ucx_tag_lat", size, iters)
         m["fi tcp"] = lambda: peer_call("fi_pingpong", "tcp", size, iters)
         m["fi udp;ofi_rxd"] = lambda: peer_call("fi_pingpong", "udp;ofi_rxd", size, iters)
-        if stacks.get("memif"):
+        if stacks.get("memif") and size <= 8000:
             m["softrnic-dpdk-memif"] = lambda: stacks["memif"].run("pingpong", size, iters)
+            m["dpdk-memif netdev, no RNIC"] = lambda: memif_env.netdev_pingpong(stacks["build"], size, iters)
     elif bench in ("write_bw", "read_bw"):
         m["softrnic-udp"] = lambda: sr.run(bench, size, iters, window=16 if size <= MIB else 4)
         m["kernel-udp stream"] = lambda: peer_call("udp_stream", stacks["build"], size, size * iters)
@@ -241,8 +268,6 @@ def memif_stack(build):
     if not os.path.exists(helper):
         return None
     try:
-        sys.path.insert(0, os.path.dirname(helper))
-        import memif_env  # noqa: E402
         return memif_env.stack(build, Softrnic)
     except Exception as e:
         print(f"bench: no memif row: {e}", file=sys.stderr)
