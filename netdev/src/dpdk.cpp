@@ -57,7 +57,7 @@ constexpr std::chrono::milliseconds kBusyWindow{2};
 constexpr std::chrono::milliseconds kCloseDrain{50};
 constexpr int kMaxPollsPerRx = 4;
 constexpr std::chrono::microseconds kFirstSleep{8};
-constexpr std::chrono::microseconds kMaxSleep{500};
+constexpr std::chrono::microseconds kMaxSleep{1000};
 
 enum class EalState { unused, active, finished };
 std::mutex g_eal_mu;

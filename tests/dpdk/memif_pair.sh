@@ -43,7 +43,25 @@ cli="netdev=dpdk ip=10.78.0.2 dpdk_vdev=net_memif0;role=client;socket=$dir/memif
 [[ $(nproc) -ge 2 ]] || srv=${srv/dpdk_lcore=1/dpdk_lcore=0}
 echo "server SOFTRNIC_NETDEV: $srv"
 echo "client SOFTRNIC_NETDEV: $cli"
+# MEMIF_PAIR_PCAP=1: the server's pcap tap records its real frames (ARP included); the capture
+# must then pass the shared validate.py and tools/wirecheck_softrnic.py.
+srv_env=(SOFTRNIC_NETDEV="$srv")
+[[ ${MEMIF_PAIR_PCAP:-0} == 1 ]] && srv_env+=(SOFTRNIC_PCAP="$dir/server.pcap")
 SOFTRNIC_STATS=1 "$repo/tests/dat/run_pair.sh" "$build/dat.conf" "$ready" "$success" "${pass[@]}" \
-  -- env SOFTRNIC_NETDEV="$srv" "${server[@]}" -- env SOFTRNIC_NETDEV="$cli" "${client[@]}"
+  -- env "${srv_env[@]}" "${server[@]}" -- env SOFTRNIC_NETDEV="$cli" "${client[@]}"
 rc=$?
+if [[ $rc -eq 0 && ${MEMIF_PAIR_PCAP:-0} == 1 ]]; then
+  wc_dir=${SOFTRNIC_WIRECHECK_DIR:-$repo/../shared/tools/wirecheck}
+  if ! command -v tshark >/dev/null || [[ ! -f $wc_dir/validate.py ]]; then
+    echo "note: tshark or $wc_dir/validate.py missing: the pcap tap's capture was not validated"
+  else
+    cap=$dir/server.pcap
+    arp=$(tshark -r "$cap" -Y "arp" 2>/dev/null | wc -l)
+    echo "pcap tap: $(tshark -r "$cap" 2>/dev/null | wc -l) frames, $arp ARP"
+    /usr/bin/python3 "$wc_dir/validate.py" "$cap" | tail -n 3 || { echo "FAIL: validate.py rejected the pcap tap's capture"; exit 1; }
+    /usr/bin/python3 "$repo/tools/wirecheck_softrnic.py" "$cap" --ports 5041-5104 --min-ddp 10 --min-cm 3 | tail -n 3 ||
+      { echo "FAIL: wirecheck_softrnic.py rejected the pcap tap's capture"; exit 1; }
+    ((arp >= 2)) || { echo "FAIL: no ARP request and reply in the pcap tap's capture"; exit 1; }
+  fi
+fi
 exit $rc
