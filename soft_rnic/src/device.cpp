@@ -79,7 +79,7 @@ constexpr std::chrono::seconds kReqLinger{10};
 constexpr std::chrono::microseconds kMaxRto{500000};
 // How long the ack of a lone in-order frame waits for outgoing data to carry it.
 constexpr std::chrono::microseconds kAckDelay{100};
-// How long after a consumer's last progress() call the progress thread leaves the engine to it.
+// The longest the progress thread sleeps at once while a consumer drives the engine.
 constexpr std::chrono::microseconds kConsumerPollGrace{500};
 // How often the connection and retransmission timers are scanned, at most.
 constexpr std::chrono::microseconds kTimerScan{100};
@@ -991,17 +991,18 @@ class DeviceImpl final : public Device {
   }
 
   // ---- progress engine ----
-  // The progress thread. While the consumer drives the engine itself (it spins on
-  // dat_evd_dequeue, which calls progress()), the thread stands back and only sleeps, so the two
-  // do not wake for the same datagrams and fight over the lock and the cores; it takes over again
-  // kConsumerPollGrace after the consumer's last call.
+  // The progress thread. While a consumer drives the engine itself (it spins on
+  // dat_evd_dequeue, or polls a moment in dat_evd_wait before blocking), the thread stands back
+  // and only sleeps until the time the consumer announced, so the two do not wake for the same
+  // datagrams and fight over the lock and the cores.
   void run() {
     while (!stop_) {
       if (!cfg_.busy_poll) {
-        const auto idle_for = Clock::now().time_since_epoch() -
-                              std::chrono::nanoseconds(consumer_poll_ns_.load(std::memory_order_relaxed));
-        if (idle_for < kConsumerPollGrace) {
-          std::this_thread::sleep_for(kConsumerPollGrace - idle_for + std::chrono::microseconds(50));
+        const auto until =
+            Clock::time_point(std::chrono::nanoseconds(consumer_until_ns_.load(std::memory_order_relaxed)));
+        const auto now = Clock::now();
+        if (now < until) {
+          std::this_thread::sleep_for(std::min<Clock::duration>(until - now, kConsumerPollGrace));
           continue;
         }
         nd_->wait_rx(next_wait());
@@ -1024,10 +1025,11 @@ class DeviceImpl final : public Device {
   }
 
  public:
-  void progress() override {
-    consumer_poll_ns_.store(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(),
-        std::memory_order_relaxed);
+  void progress(std::chrono::microseconds drive_for) override {
+    const std::int64_t until =
+        std::chrono::duration_cast<std::chrono::nanoseconds>((Clock::now() + drive_for).time_since_epoch()).count();
+    if (consumer_until_ns_.load(std::memory_order_relaxed) < until)
+      consumer_until_ns_.store(until, std::memory_order_relaxed);
     std::unique_lock lk(mu_, std::try_to_lock);
     if (lk.owns_lock()) progress_locked();
   }
@@ -1755,10 +1757,9 @@ class DeviceImpl final : public Device {
   std::map<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>> listeners_;
   std::vector<ConnRequest*> reqs_;
   std::vector<Qp*> ack_list_;
-  std::vector<Qp*> delayed_acks_;
-  std::atomic<std::int64_t> consumer_poll_ns_{0};
-  Clock::time_point last_timer_scan_{};  // last progress() call by a consumer (steady clock)  // QPs whose
-                                         // lone in-order frame waits for a reply to carry its ack
+  std::vector<Qp*> delayed_acks_;                   // QPs whose lone in-order frame waits for a reply to carry its ack
+  std::atomic<std::int64_t> consumer_until_ns_{0};  // a consumer drives the engine until then (steady clock, ns)
+  Clock::time_point last_timer_scan_{};
   std::vector<Linger> lingers_;
   std::vector<std::uint8_t> rx_bufs_, tx_gather_;
   std::vector<netdev::RxFrame> rx_frames_;

@@ -281,8 +281,10 @@ class Device {
   virtual Status disconnect(Qp* qp, bool graceful) = 0;
 
   // Runs one round of the progress engine in the caller's thread, unless another thread is
-  // already running it (for consumers that busy-poll).
-  virtual void progress() = 0;
+  // already running it (for consumers that busy-poll). The caller says it will keep calling for
+  // about `drive_for`: the progress thread leaves the netdev to it until then (a consumer that
+  // polls for a moment before it blocks passes that moment).
+  virtual void progress(std::chrono::microseconds drive_for = std::chrono::microseconds(500)) = 0;
 
   virtual Status post_send(Qp* qp, const SendWr& wr) = 0;
   virtual Status post_recv(Qp* qp, const RecvWr& wr) = 0;
