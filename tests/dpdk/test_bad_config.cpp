@@ -42,11 +42,9 @@ void expect_device_error(const char* name, const char* msg) {
   EXPECT_NE(r.err.find(msg), std::string::npos) << name << " stderr: " << r.err;
 }
 
-void need_dpdk() {
-#if !SOFTRNIC_HAVE_DPDK
-  GTEST_SKIP() << "SKIPPED: softrnic was built without DPDK";
-#endif
-}
+// (a macro: GTEST_SKIP must run in the test body to end the test)
+#define NEED_DPDK() \
+  if (!SOFTRNIC_HAVE_DPDK) GTEST_SKIP() << "SKIPPED: softrnic was built without DPDK"
 
 }  // namespace
 
@@ -63,25 +61,25 @@ TEST(DpdkBadConfig, MemifWithoutSocket) {
   expect_invalid("bad_memif", "net_memif needs socket=");
 }
 TEST(DpdkBadConfig, MissingInterface) {
-  need_dpdk();
+  NEED_DPDK();
   expect_device_error("bad_iface", "interface 'softrnic_none0' of net_af_packet0 not found");
 }
 TEST(DpdkBadConfig, EalFails) {
-  need_dpdk();
+  NEED_DPDK();
   expect_device_error("eal_fails", "EAL initialisation failed");
   // EAL cannot be initialised again in this process: the next dpdk IA is told so.
   expect_device_error("null_port", "cannot initialise it again");
 }
 TEST(DpdkBadConfig, PortWithoutLink) {
-  need_dpdk();
+  NEED_DPDK();
   expect_device_error("no_link", "no server listening on");
 }
 TEST(DpdkBadConfig, PciDeviceMissing) {
-  need_dpdk();
+  NEED_DPDK();
   expect_device_error("no_pci", "no port for device '0000:ff:1f.7'");
 }
 TEST(DpdkBadConfig, OneDpdkIaPerProcess) {
-  need_dpdk();
+  NEED_DPDK();
   DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
   const Result ok = open_ia("null_port", &ia);
   ASSERT_EQ(ok.ret, DAT_SUCCESS) << ok.err;
