@@ -78,6 +78,11 @@ TEST(HostileFrames, MutatedFramesWithValidCrcsNeverCorruptTheReceiver) {
   const std::uint64_t seed = 20261122;
   SCOPED_TRACE("seed " + std::to_string(seed));
   Events ea, eb;  // outlive the devices
+  // B's memory: a guarded buffer; nothing outside its middle part may ever change. Declared before
+  // the devices, like A's: they may send from it until they are destroyed.
+  constexpr std::size_t kGuard = 4096, kBuf = 1 << 20;
+  std::vector<std::uint8_t> bmem(kGuard + kBuf + kGuard, 0xA5);
+  std::vector<std::uint8_t> amem(kBuf, 0x11);
   netdev::NetdevConfig na;
   na.kind = "loopback";
   na.port = 9800;
@@ -99,14 +104,10 @@ TEST(HostileFrames, MutatedFramesWithValidCrcsNeverCorruptTheReceiver) {
   ASSERT_TRUE(b) << e;
   Pd* pa = a->alloc_pd();
   Pd* pb = b->alloc_pd();
-  // B's memory: a guarded buffer; nothing outside its middle part may ever change.
-  constexpr std::size_t kGuard = 4096, kBuf = 1 << 20;
-  std::vector<std::uint8_t> bmem(kGuard + kBuf + kGuard, 0xA5);
   std::uint8_t* bbuf = bmem.data() + kGuard;
   Mr *mb = nullptr, *mbr = nullptr;
   ASSERT_EQ(b->reg_mr(pb, bbuf, kBuf, Access::local_write | Access::remote_write, mb), Status::ok);
   ASSERT_EQ(b->reg_mr(pb, bbuf, kBuf, Access::remote_read, mbr), Status::ok);
-  std::vector<std::uint8_t> amem(kBuf, 0x11);
   Mr* ma = nullptr;
   ASSERT_EQ(a->reg_mr(pa, amem.data(), kBuf, Access::local_write | Access::local_read, ma), Status::ok);
   Cq* acq = a->create_cq(65536, nullptr);

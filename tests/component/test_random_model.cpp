@@ -55,13 +55,16 @@ struct Rig {
   std::vector<std::string> events;
   int established = 0;
   std::deque<ConnRequest*> reqs;  // listen callback target; must outlive the devices
+  // Registered memory, also declared before the devices: a device may still retransmit from it
+  // (its progress thread) until it is destroyed. (Declared after them, it was freed first: the
+  // intermittent SegFault in crc32 under a retransmission, seen since session 1.)
+  std::vector<std::uint8_t> src, srqmem, target;
   std::unique_ptr<Device> a, b;
   Pd *pa = nullptr, *pb = nullptr;
   Cq *a_scq = nullptr, *a_rcq = nullptr, *b_scq = nullptr, *b_rcq = nullptr;
   Srq* srq = nullptr;
   Qp* qa[kConns] = {};
   Qp* qb[kConns] = {};
-  std::vector<std::uint8_t> src, srqmem, target;
   Mr *msrc = nullptr, *msrq = nullptr, *mtarget = nullptr;
 };
 

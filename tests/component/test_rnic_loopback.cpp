@@ -501,11 +501,11 @@ struct BlackHolePair {
 }  // namespace
 
 TEST(RetryLimit, APeerThatStopsAnsweringBreaksTheConnection) {
+  std::vector<std::uint8_t> buf(64);  // before the devices: they send from it until destroyed
   BlackHolePair p;
   p.open(9700, 3, 0, 0);
   if (HasFatalFailure()) return;
   p.hole->set_holding(true);
-  std::vector<std::uint8_t> buf(64);
   Mr* mr = nullptr;
   ASSERT_EQ(p.a->reg_mr(p.pa, buf.data(), buf.size(), Access::local_read, mr), Status::ok);
   const Sge g{p.a->query_mr(mr).stag, reinterpret_cast<std::uintptr_t>(buf.data()), 64};
