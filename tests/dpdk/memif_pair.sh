@@ -41,6 +41,9 @@ trap 'exit 130' INT TERM
 srv="netdev=dpdk ip=10.78.0.1 dpdk_vdev=net_memif0;role=server;socket=$dir/memif.sock dpdk_lcore=1 dpdk_prefix=${tag}_s mtu=9000"
 cli="netdev=dpdk ip=10.78.0.2 dpdk_vdev=net_memif0;role=client;socket=$dir/memif.sock dpdk_lcore=0 dpdk_prefix=${tag}_c mtu=9000"
 [[ $(nproc) -ge 2 ]] || srv=${srv/dpdk_lcore=1/dpdk_lcore=0}
+# MEMIF_SRV_EXTRA / MEMIF_CLI_EXTRA: more netdev keys for one side (e.g. mac=, neigh=)
+srv+=${MEMIF_SRV_EXTRA:+ $MEMIF_SRV_EXTRA}
+cli+=${MEMIF_CLI_EXTRA:+ $MEMIF_CLI_EXTRA}
 echo "server SOFTRNIC_NETDEV: $srv"
 echo "client SOFTRNIC_NETDEV: $cli"
 # MEMIF_PAIR_PCAP=1: the server's pcap tap records its real frames (ARP included); the capture
@@ -48,8 +51,13 @@ echo "client SOFTRNIC_NETDEV: $cli"
 srv_env=(SOFTRNIC_NETDEV="$srv")
 [[ ${MEMIF_PAIR_PCAP:-0} == 1 ]] && srv_env+=(SOFTRNIC_PCAP="$dir/server.pcap")
 SOFTRNIC_STATS=1 "$repo/tests/dat/run_pair.sh" "$build/dat.conf" "$ready" "$success" "${pass[@]}" \
-  -- env "${srv_env[@]}" "${server[@]}" -- env SOFTRNIC_NETDEV="$cli" "${client[@]}"
-rc=$?
+  -- env "${srv_env[@]}" "${server[@]}" -- env SOFTRNIC_NETDEV="$cli" "${client[@]}" 2>&1 | tee "$dir/pair.log"
+rc=${PIPESTATUS[0]}
+# MEMIF_PAIR_EXPECT: an extended regex that must appear in the output (e.g. a counter)
+if [[ $rc -eq 0 && -n ${MEMIF_PAIR_EXPECT:-} ]] && ! grep -Eq -- "$MEMIF_PAIR_EXPECT" "$dir/pair.log"; then
+  echo "FAIL: /$MEMIF_PAIR_EXPECT/ not in the output"
+  exit 1
+fi
 if [[ $rc -eq 0 && ${MEMIF_PAIR_PCAP:-0} == 1 ]]; then
   wc_dir=${SOFTRNIC_WIRECHECK_DIR:-$repo/../shared/tools/wirecheck}
   if ! command -v tshark >/dev/null || [[ ! -f $wc_dir/validate.py ]]; then
