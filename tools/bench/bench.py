@@ -250,6 +250,7 @@ set title 'softrnic and peers: {bench} (same run, same machine)'
 set xlabel 'message size, bytes'
 set ylabel '{ylabel}'
 set logscale x 2
+set format x '%.0b%B'
 {'set logscale y' if logy else ''}
 set key outside right
 set grid
