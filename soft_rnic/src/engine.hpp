@@ -23,6 +23,7 @@ inline constexpr std::uint32_t kNoWatermark = ~std::uint32_t{0};
 struct Cq {
   std::mutex mu;  // guards q (poll_cq runs without the device lock)
   std::deque<Wc> q;
+  std::atomic<std::size_t> size{0};  // q.size(), readable without mu: an empty poll takes no lock
   std::uint32_t depth = 0;
   std::uint64_t overflows = 0;
   std::uint32_t users = 0;  // QPs attached
@@ -159,9 +160,9 @@ struct Qp {
   // Receive side.
   RxWindow rxw;
   bool ack_needed = false;
-  std::uint32_t rx_unacked = 0;      // in-order data frames received since our last ack went out
-  Clock::time_point ack_due{};       // a delayed ack goes out then, unless data carries it first
-  bool ack_now = false;              // a duplicate or a gap: the peer needs an ack at once
+  std::uint32_t rx_unacked = 0;  // in-order data frames received since our last ack went out
+  Clock::time_point ack_due{};   // a delayed ack goes out then, unless data carries it first
+  bool ack_now = false;          // a duplicate or a gap: the peer needs an ack at once
   bool disc_rx_pending = false;  // the peer's disconnect arrived ahead of a gap
   std::uint32_t disc_rx_seq = 0;
 
