@@ -92,24 +92,8 @@ class Softrnic:
 
 def udp_netdev_pingpong(build, size, iters, timeout=60):
     """Round trips through the udp netdev alone (no RNIC, no DAT): where the RNIC's cost starts."""
-    exe = os.path.join(build, "tools", "softrnic_netdev_pingpong")
-    s = subprocess.Popen([exe, "server", "netdev=udp port=7100"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, start_new_session=True)
-    try:
-        line = s.stdout.readline()
-        if not line.startswith("READY"):
-            raise RuntimeError(f"netdev ping-pong server: {line.strip()}")
-        c = subprocess.run([exe, "client", "netdev=udp port=7200", line.split()[1], str(size), str(iters)],
-                           capture_output=True, text=True, timeout=timeout)
-        if c.returncode != 0:
-            raise RuntimeError(f"netdev ping-pong client: {c.stderr.strip()}")
-        return json.loads(c.stdout.strip().splitlines()[-1])
-    finally:
-        try:
-            s.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(s.pid, signal.SIGKILL)
-            s.wait()
+    return memif_env.run_netdev_pingpong(build, "netdev=udp port=7100", "netdev=udp port=7200", size, iters,
+                                         timeout=timeout)
 
 
 def peer_call(name, *args):
@@ -180,34 +164,27 @@ def fmt(v, digits=1):
 
 
 def summarize(bench, size, runs_by_stack):
-    """Table rows for one case: per stack the median over runs, p99/p99.9, min-max, ratio."""
-    rows = []
+    """Table rows for one case: per stack the median over runs, p99/p99.9, min-max, CPU, ratio."""
     key = {"pingpong": "median_us", "msgrate": "msgs_per_s", "idle": "cpu_pct"}.get(bench, "mbps")
-    ours = None
+
+    def figure(r):  # a run's figure; idle counts both processes
+        return r[key] + r.get("server_cpu_pct", 0) if bench == "idle" else r[key]
+
+    def median_of(runs, field):  # over the runs, when every run has the field (ping-pong percentiles)
+        return statistics.median(r[field] for r in runs) if bench == "pingpong" and all(
+            r and field in r for r in runs) else None
+
+    rows = []
     for stack, runs in runs_by_stack.items():
-        vals = [r[key] for r in runs if r and key in r]
+        vals = [figure(r) for r in runs if r and key in r]
         if not vals:
-            rows.append((stack, None, None, None, None, None, None))
+            rows.append((stack, None, None, None, None, None))
             continue
-        med = statistics.median(vals)
-        p99 = statistics.median([r["p99_us"] for r in runs if r and "p99_us" in r]) if bench == "pingpong" and all(
-            r and "p99_us" in r for r in runs) else None
-        p999 = statistics.median([r["p999_us"] for r in runs if r and "p999_us" in r]) if bench == "pingpong" and all(
-            r and "p999_us" in r for r in runs) else None
         cpu = [r.get("cpu_us_per_msg", 0) + r.get("server_cpu_us_per_msg", 0) for r in runs if r and "cpu_us_per_msg" in r]
-        if bench == "idle":
-            vals = [r["cpu_pct"] + r.get("server_cpu_pct", 0) for r in runs if r and "cpu_pct" in r]
-            med = statistics.median(vals)
-        rows.append((stack, med, p99, p999, (min(vals), max(vals)), statistics.median(cpu) if cpu else None, None))
-        if stack == "softrnic-udp":
-            ours = med
-    out = []
-    for stack, med, p99, p999, mm, cpu, _ in rows:
-        ratio = None
-        if ours and med:
-            ratio = (ours / med) if bench == "pingpong" else (ours / med)
-        out.append((stack, med, p99, p999, mm, cpu, ratio))
-    return key, out
+        rows.append((stack, statistics.median(vals), median_of(runs, "p99_us"), median_of(runs, "p999_us"),
+                     (min(vals), max(vals)), statistics.median(cpu) if cpu else None))
+    ours = next((row[1] for row in rows if row[0] == "softrnic-udp"), None)
+    return key, [row + ((ours / row[1]) if ours and row[1] else None,) for row in rows]
 
 
 def print_table(bench, size, key, rows):
@@ -264,9 +241,6 @@ plot {plots}
 def memif_stack(build):
     """softrnic over a DPDK memif pair, when the build has the dpdk netdev and we are root."""
     if os.geteuid() != 0:
-        return None
-    helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memif_env.py")
-    if not os.path.exists(helper):
         return None
     try:
         return memif_env.stack(build, Softrnic)

@@ -61,28 +61,34 @@ class MemifSoftrnic:
             return self.inner.run(test, size, iters, window=window, poll=poll, timeout=timeout)
 
 
-def netdev_pingpong(build, size, iters, timeout=60):
-    """Round trips of `size`-byte datagrams through the dpdk netdev over memif, no RNIC."""
+def run_netdev_pingpong(build, server_spec, client_spec, size, iters, peer=None, timeout=60):
+    """Round trips of `size`-byte datagrams between two softrnic_netdev_pingpong processes, each
+    on the netdev its spec names (no RNIC). `peer`: the server's IP:PORT (default: its READY line)."""
     exe = os.path.join(build, "tools", "softrnic_netdev_pingpong")
+    s = subprocess.Popen([exe, "server", server_spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        line = s.stdout.readline()
+        if not line.startswith("READY"):
+            raise RuntimeError(f"netdev ping-pong server: {line.strip()} {s.stderr.read().strip()}")
+        c = subprocess.run([exe, "client", client_spec, peer or line.split()[1], str(size), str(iters)],
+                           capture_output=True, text=True, timeout=timeout)
+        if c.returncode != 0:
+            raise RuntimeError(f"netdev ping-pong client: {c.stderr.strip()}")
+        return json.loads(c.stdout.strip().splitlines()[-1])
+    finally:
+        try:
+            s.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(s.pid, signal.SIGKILL)
+            s.wait()
+
+
+def netdev_pingpong(build, size, iters, timeout=60):
+    """Round trips through the dpdk netdev over memif, no RNIC."""
     with _Run() as r:
         srv, cli = _specs(r.dir, r.tag)
-        s = subprocess.Popen([exe, "server", srv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
-        try:
-            line = s.stdout.readline()
-            if not line.startswith("READY"):
-                raise RuntimeError(f"netdev ping-pong server: {line.strip()} {s.stderr.read().strip()}")
-            c = subprocess.run([exe, "client", cli, f"{SERVER_IP}:5041", str(size), str(iters)], capture_output=True,
-                               text=True, timeout=timeout)
-            if c.returncode != 0:
-                raise RuntimeError(f"netdev ping-pong client: {c.stderr.strip()}")
-            return json.loads(c.stdout.strip().splitlines()[-1])
-        finally:
-            try:
-                s.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(s.pid, signal.SIGKILL)
-                s.wait()
+        return run_netdev_pingpong(build, srv, cli, size, iters, peer=f"{SERVER_IP}:5041", timeout=timeout)
 
 
 def stack(build, softrnic_cls):
