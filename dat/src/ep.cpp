@@ -224,7 +224,7 @@ DAT_RETURN ready_provider_ep(Ep* ep) {
   if (ep->qp) return DAT_SUCCESS;
   if (!ep->pz || !ep->recv_evd || !ep->req_evd) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
   const Status s = build_qp(ep, ep->pz, ep->recv_evd, ep->req_evd, ep->attr, ep->qp);
-  if (s != Status::ok) return s == Status::insufficient_resources ? err(DAT_INSUFFICIENT_RESOURCES) : map(s);
+  if (s != Status::ok) return map(s);
   return DAT_SUCCESS;
 }
 
@@ -308,7 +308,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM
   Qp* qp = ep->qp;
   if (new_qp && pz && recv && req) {
     const Status s = build_qp(ep, pz, recv, req, a, qp);
-    if (s != Status::ok) return s == Status::insufficient_resources ? err(DAT_INSUFFICIENT_RESOURCES) : map(s);
+    if (s != Status::ok) return map(s);
     if (ep->qp) ia->dev->destroy_qp(ep->qp);
   }
   detach_refs(ep);

@@ -193,8 +193,7 @@ class DpdkNetdev final : public Netdev {
 
   std::size_t tx_burst(std::span<const TxFrame> frames) override {
     std::lock_guard lk(io_mu_);
-    rte_mbuf* out[kBurst];
-    std::uint16_t k = 0;
+    TxBatch out(*this);
     for (const TxFrame& f : frames) {
       const std::size_t len = f.size();
       if (len > max_dgram_) {
@@ -206,15 +205,9 @@ class DpdkNetdev final : public Netdev {
         queue_unresolved(f);
         continue;
       }
-      rte_mbuf* m = build_udp(f.to, it->second.mac, {f.head, f.body, f.tail});
-      if (!m) continue;
-      out[k++] = m;
-      if (k == kBurst) {
-        send_mbufs(out, k);
-        k = 0;
-      }
+      out.add(build_udp(f.to, it->second.mac, {f.head, f.body, f.tail}));
     }
-    if (k) send_mbufs(out, k);
+    out.flush();
     service_arp(Clock::now());
     return frames.size();
   }
@@ -643,6 +636,23 @@ class DpdkNetdev final : public Netdev {
     return rte_eth_link_get_nowait(port_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
   }
 
+  // Built frames, sent kBurst at a time (a frame that could not be built, nullptr, is skipped).
+  struct TxBatch {
+    explicit TxBatch(DpdkNetdev& n) : nd(n) {}
+    DpdkNetdev& nd;
+    rte_mbuf* m[kBurst];
+    std::uint16_t k = 0;
+    void add(rte_mbuf* f) {
+      if (!f) return;
+      m[k++] = f;
+      if (k == kBurst) flush();
+    }
+    void flush() {
+      if (k) nd.send_mbufs(m, k);
+      k = 0;
+    }
+  };
+
   void send_mbufs(rte_mbuf** m, std::uint16_t n) {
     std::uint16_t sent = 0;
     bool down = false;
@@ -742,18 +752,9 @@ class DpdkNetdev final : public Netdev {
     const eth::Mac dst = neigh_[ip].mac;
     auto frames = std::move(pit->second.frames);
     pending_.erase(pit);
-    rte_mbuf* out[kBurst];
-    std::uint16_t k = 0;
-    for (auto& [to, bytes] : frames) {
-      rte_mbuf* m = build_udp(to, dst, {std::span<const std::uint8_t>(bytes)});
-      if (!m) continue;
-      out[k++] = m;
-      if (k == kBurst) {
-        send_mbufs(out, k);
-        k = 0;
-      }
-    }
-    if (k) send_mbufs(out, k);
+    TxBatch out(*this);
+    for (auto& [to, bytes] : frames) out.add(build_udp(to, dst, {std::span<const std::uint8_t>(bytes)}));
+    out.flush();
   }
 
   void handle_arp(const eth::Arp& a) {
