@@ -1042,12 +1042,13 @@ class DeviceImpl final : public Device {
  private:
   std::chrono::microseconds next_wait() {
     std::lock_guard lk(mu_);
-    if (!delayed_acks_.empty()) {
-      auto due = Clock::time_point::max();
-      for (const Qp* qp : delayed_acks_) due = std::min(due, qp->ack_due);
+    // The next delayed ack (one that data already carried waits for no one: ack_due is reset).
+    auto due = Clock::time_point::max();
+    for (const Qp* qp : delayed_acks_)
+      if (qp->ack_needed) due = std::min(due, qp->ack_due);
+    if (due != Clock::time_point::max())
       return std::clamp(std::chrono::ceil<std::chrono::microseconds>(due - Clock::now()), std::chrono::microseconds(1),
                         kAckDelay);
-    }
     if (!lingers_.empty()) return std::chrono::microseconds(1000);
     for (auto& [n, qp] : qps_)
       if (!qp->inflight.empty() || qp->cm == CmPhase::connecting || qp->cm == CmPhase::accepting ||
