@@ -61,7 +61,7 @@ void report_overflow(Ia* ia, Evd* evd, bool pending) {
 // Moves the CQ's completions into the EVD's queue as DAT events. Caller holds evd.mu.
 void drain(Evd& evd) {
   if (!evd.cq) return;
-  Wc wc[64];
+  auto& wc = evd.wc_scratch;
   for (;;) {
     const std::size_t n = evd.ia->dev->poll_cq(evd.cq, wc);
     for (std::size_t i = 0; i < n; ++i) {

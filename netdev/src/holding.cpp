@@ -19,6 +19,7 @@ class Holding final : public HoldingNetdev {
   std::size_t rx_burst(std::span<RxFrame> out) override { return inner_->rx_burst(out); }
   void wait_rx(std::chrono::microseconds t) override { inner_->wait_rx(t); }
   void wake() override { inner_->wake(); }
+  void peer_hint(NetAddr peer, bool up) override { inner_->peer_hint(peer, up); }
 
   std::size_t tx_burst(std::span<const TxFrame> frames) override {
     std::lock_guard lk(mu_);

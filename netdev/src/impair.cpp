@@ -87,6 +87,7 @@ class ImpairedNetdev final : public Netdev {
   }
 
   void wake() override { inner_->wake(); }
+  void peer_hint(NetAddr peer, bool up) override { inner_->peer_hint(peer, up); }
 
  private:
   struct Held {

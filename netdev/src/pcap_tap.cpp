@@ -84,6 +84,7 @@ class PcapTapNetdev final : public Netdev {
   ImpairStats impair_stats() const override { return inner_->impair_stats(); }
   void wait_rx(std::chrono::microseconds timeout) override { inner_->wait_rx(timeout); }
   void wake() override { inner_->wake(); }
+  void peer_hint(NetAddr peer, bool up) override { inner_->peer_hint(peer, up); }
 
   std::size_t tx_burst(std::span<const TxFrame> frames) override {
     const std::size_t n = inner_->tx_burst(frames);

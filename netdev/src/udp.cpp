@@ -1,5 +1,12 @@
 // The `udp` backend: kernel UDP sockets through Boost.Asio (socket set-up), with
 // sendmmsg/recvmmsg on the native handle for bursts.
+//
+// One socket is bound to the netdev's address and serves every peer. While a peer has
+// connections (peer_hint), up to kMaxConnectedPeers of them also get a socket of their own,
+// bound to the same address (SO_REUSEPORT) and connected to the peer: the kernel then sends
+// to it without a route lookup per datagram, and delivers the peer's datagrams to it. The main
+// socket is bound before it allows port sharing, so a second netdev asking for a taken port
+// still gets "address in use" (and probes on).
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -11,6 +18,7 @@
 #include <boost/asio/ip/udp.hpp>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "backends.hpp"
@@ -23,6 +31,10 @@ using asio::ip::udp;
 
 constexpr int kMaxPortProbe = 64;
 constexpr std::size_t kBurst = 64;
+constexpr std::size_t kMaxConnectedPeers = 4;
+// While peers have sockets of their own, a consumer that polls reads one socket per call: the
+// peers' in turn, and the main socket (new peers, connection requests) every kMainEvery calls.
+constexpr std::uint32_t kMainEvery = 8;
 
 class UdpNetdev final : public Netdev {
  public:
@@ -35,6 +47,7 @@ class UdpNetdev final : public Netdev {
     }
   }
   ~UdpNetdev() override {
+    for (std::size_t i = 0; i < npeers_; ++i) ::close(peers_[i].fd);
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
 
@@ -79,6 +92,11 @@ class UdpNetdev final : public Netdev {
       return false;
     }
     local_ = NetAddr{ep.address().to_v4().to_uint(), ep.port()};
+    // Only now (the port is ours) may per-peer sockets share it.
+    const int one = 1;
+    share_port_ = ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) == 0;
+    socket_buffer_ = want;
+    poll_fds_.assign({fd});
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) {
       error = std::string("udp netdev: eventfd: ") + std::strerror(errno);
@@ -93,19 +111,23 @@ class UdpNetdev final : public Netdev {
   std::size_t tx_burst(std::span<const TxFrame> frames) override {
     std::size_t done = 0;
     while (done < frames.size()) {
-      const std::size_t n = std::min(kBurst, frames.size() - done);
+      // A run of frames to one destination goes in one sendmmsg, on the peer's own socket when
+      // it has one.
+      const NetAddr to = frames[done].to;
+      const Peer* peer = find_peer(to);
+      std::size_t n = 1;
+      while (n < kBurst && done + n < frames.size() && frames[done + n].to == to) ++n;
       // Only the n entries in use are set up (zeroing all kBurst of them cost ~4 KB of memset
       // per datagram on the latency path).
       std::array<mmsghdr, kBurst> msgs;
       std::array<iovec, 3 * kBurst> iov;
-      std::array<sockaddr_in, kBurst> to;
+      sockaddr_in dst{};
+      dst.sin_family = AF_INET;
+      dst.sin_addr.s_addr = htonl(to.ip);
+      dst.sin_port = htons(to.port);
       for (std::size_t i = 0; i < n; ++i) {
         const TxFrame& f = frames[done + i];
         std::memset(&msgs[i], 0, sizeof msgs[i]);
-        std::memset(&to[i], 0, sizeof to[i]);
-        to[i].sin_family = AF_INET;
-        to[i].sin_addr.s_addr = htonl(f.to.ip);
-        to[i].sin_port = htons(f.to.port);
         std::size_t k = 0;
         for (auto part : {f.head, f.body, f.tail}) {
           if (part.empty()) continue;
@@ -113,12 +135,14 @@ class UdpNetdev final : public Netdev {
           iov[3 * i + k].iov_len = part.size();
           ++k;
         }
-        msgs[i].msg_hdr.msg_name = &to[i];
-        msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+        if (!peer) {
+          msgs[i].msg_hdr.msg_name = &dst;
+          msgs[i].msg_hdr.msg_namelen = sizeof dst;
+        }
         msgs[i].msg_hdr.msg_iov = &iov[3 * i];
         msgs[i].msg_hdr.msg_iovlen = k;
       }
-      const int r = ::sendmmsg(socket_.native_handle(), msgs.data(), static_cast<unsigned>(n), 0);
+      const int r = ::sendmmsg(peer ? peer->fd : socket_.native_handle(), msgs.data(), static_cast<unsigned>(n), 0);
       if (r <= 0) {
         // EAGAIN (buffer full) or an ICMP error from an earlier datagram: count the frame as
         // dropped and go on; the reliability layer above retransmits.
@@ -139,6 +163,121 @@ class UdpNetdev final : public Netdev {
   std::size_t rx_burst(std::span<RxFrame> out) override {
     const std::size_t n = std::min(kBurst, out.size());
     if (n == 0) return 0;
+    return receive(next_rx_fd(), out.first(n));
+  }
+
+  void wait_rx(std::chrono::microseconds timeout) override {
+    std::array<pollfd, kMaxConnectedPeers + 2> fds;
+    std::size_t nfds = 0;
+    {
+      std::lock_guard lk(poll_mu_);
+      for (const int fd : poll_fds_) fds[nfds++] = {fd, POLLIN, 0};
+    }
+    fds[nfds++] = {wake_fd_, POLLIN, 0};
+    // ppoll: microsecond timeouts (a delayed ack is due within 100 us).
+    const auto us = std::max<std::int64_t>(0, timeout.count());
+    const timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
+    const int r = ::ppoll(fds.data(), nfds, &ts, nullptr);
+    if (r <= 0) return;
+    // The sockets found readable are read first (a hint: rx_burst checks again).
+    std::uint32_t ready = 0;
+    for (std::size_t i = 0; i + 1 < nfds; ++i)
+      if (fds[i].revents & (POLLIN | POLLERR)) ready |= 1u << i;
+    if (ready) ready_.fetch_or(ready, std::memory_order_relaxed);
+    if (fds[nfds - 1].revents & POLLIN) {
+      std::uint64_t v;
+      [[maybe_unused]] auto rd = ::read(wake_fd_, &v, sizeof v);
+    }
+  }
+
+  void wake() override {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto wr = ::write(wake_fd_, &one, sizeof one);
+  }
+
+  void peer_hint(NetAddr peer, bool up) override {
+    std::size_t i = 0;
+    while (i < npeers_ && !(peers_[i].addr == peer)) ++i;
+    if (up) {
+      if (i < npeers_) {
+        peers_[i].users++;
+        return;
+      }
+      if (npeers_ == kMaxConnectedPeers || !share_port_) return;  // the main socket serves it
+      const int fd = connected_socket(peer);
+      if (fd < 0) return;
+      peers_[npeers_++] = Peer{peer, fd, 1};
+    } else {
+      if (i == npeers_ || --peers_[i].users > 0) return;
+      // Datagrams still queued on it are lost; the connection is over (a reliable protocol
+      // above retransmits what another connection to the peer still needs).
+      ::close(peers_[i].fd);
+      peers_[i] = peers_[--npeers_];
+    }
+    std::lock_guard lk(poll_mu_);
+    poll_fds_.assign({socket_.native_handle()});
+    for (std::size_t k = 0; k < npeers_; ++k) poll_fds_.push_back(peers_[k].fd);
+    ready_.store(0, std::memory_order_relaxed);
+    wake();  // a wait_rx in progress polls the new set
+  }
+
+  NetdevStats stats() const override { return stats_.snapshot(); }
+  std::size_t rx_buffer_bytes() const override { return rx_buffer_; }
+
+ private:
+  struct Peer {
+    NetAddr addr;
+    int fd = -1;
+    std::uint32_t users = 0;  // connections to it (peer_hint up minus down)
+  };
+
+  const Peer* find_peer(const NetAddr& a) const {
+    for (std::size_t i = 0; i < npeers_; ++i)
+      if (peers_[i].addr == a) return &peers_[i];
+    return nullptr;
+  }
+
+  // A socket bound to our address and connected to `peer`; -1 (and the main socket serves the
+  // peer) when the kernel refuses one.
+  int connected_socket(const NetAddr& peer) {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    const int one = 1;
+    sockaddr_in me{}, to{};
+    me.sin_family = to.sin_family = AF_INET;
+    me.sin_addr.s_addr = htonl(local_.ip);
+    me.sin_port = htons(local_.port);
+    to.sin_addr.s_addr = htonl(peer.ip);
+    to.sin_port = htons(peer.port);
+    if (::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
+        ::bind(fd, reinterpret_cast<const sockaddr*>(&me), sizeof me) != 0 ||
+        ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &socket_buffer_, sizeof socket_buffer_) != 0)
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &socket_buffer_, sizeof socket_buffer_);
+    if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &socket_buffer_, sizeof socket_buffer_) != 0)
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &socket_buffer_, sizeof socket_buffer_);
+    return fd;
+  }
+
+  // The socket rx_burst reads: one wait_rx found readable, else the next in turn.
+  int next_rx_fd() {
+    if (npeers_ == 0) return socket_.native_handle();
+    if (std::uint32_t ready = ready_.load(std::memory_order_relaxed)) {
+      const int i = __builtin_ctz(ready);
+      ready_.fetch_and(~(1u << i), std::memory_order_relaxed);
+      if (i == 0) return socket_.native_handle();
+      if (static_cast<std::size_t>(i) <= npeers_) return peers_[static_cast<std::size_t>(i) - 1].fd;
+    }
+    const std::uint32_t turn = rx_turn_++;
+    if (turn % kMainEvery == 0) return socket_.native_handle();
+    return peers_[turn % npeers_].fd;
+  }
+
+  std::size_t receive(int fd, std::span<RxFrame> out) {
+    const std::size_t n = out.size();
     // The headers live in the netdev, wired once (rx_burst is called from one thread at a time,
     // most often on an empty socket by a consumer that spins): per call only the buffers and the
     // in/out name lengths are set.
@@ -151,7 +290,7 @@ class UdpNetdev final : public Netdev {
       msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
       msgs[i].msg_hdr.msg_flags = 0;
     }
-    const int r = ::recvmmsg(socket_.native_handle(), msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
+    const int r = ::recvmmsg(fd, msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
     if (r <= 0) return 0;
     std::size_t got = 0;
     for (int i = 0; i < r; ++i) {
@@ -170,27 +309,6 @@ class UdpNetdev final : public Netdev {
     return got;
   }
 
-  void wait_rx(std::chrono::microseconds timeout) override {
-    pollfd fds[2] = {{socket_.native_handle(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    // ppoll: microsecond timeouts (a delayed ack is due within 100 us).
-    const auto us = std::max<std::int64_t>(0, timeout.count());
-    const timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
-    const int r = ::ppoll(fds, 2, &ts, nullptr);
-    if (r > 0 && (fds[1].revents & POLLIN)) {
-      std::uint64_t v;
-      [[maybe_unused]] auto rd = ::read(wake_fd_, &v, sizeof v);
-    }
-  }
-
-  void wake() override {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto wr = ::write(wake_fd_, &one, sizeof one);
-  }
-
-  NetdevStats stats() const override { return stats_.snapshot(); }
-  std::size_t rx_buffer_bytes() const override { return rx_buffer_; }
-
- private:
   std::size_t rx_buffer_ = 0;
   asio::io_context io_;
   udp::socket socket_;
@@ -201,6 +319,14 @@ class UdpNetdev final : public Netdev {
   std::array<iovec, kBurst> rx_iov_;
   std::array<sockaddr_in, kBurst> rx_from_;
   AtomicNetdevStats stats_;
+  bool share_port_ = false;  // the main socket lets per-peer sockets bind its address
+  int socket_buffer_ = 0;
+  std::array<Peer, kMaxConnectedPeers> peers_{};
+  std::size_t npeers_ = 0;
+  std::uint32_t rx_turn_ = 0;
+  std::atomic<std::uint32_t> ready_{0};  // wait_rx: bit 0 the main socket, bit i peers_[i-1]
+  std::mutex poll_mu_;                   // poll_fds_: read by wait_rx, which runs beside the rest
+  std::vector<int> poll_fds_;
 };
 
 }  // namespace

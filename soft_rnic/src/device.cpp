@@ -264,6 +264,7 @@ class DeviceImpl final : public Device {
     qp->init.pd->users--;
     qp->init.send_cq->users--;
     qp->init.recv_cq->users--;
+    hint_peer(*qp, false);
     qps_.erase(qp->qpn);
     std::erase(ack_list_, qp);
     std::erase(delayed_acks_, qp);
@@ -956,12 +957,20 @@ class DeviceImpl final : public Device {
     qp.inflight_bytes = 0;
   }
 
+  // Tells the netdev a connection to the QP's peer began or ended (once each way).
+  void hint_peer(Qp& qp, bool up) {
+    if (qp.peer_hinted == up) return;
+    qp.peer_hinted = up;
+    nd_->peer_hint(qp.peer, up);
+  }
+
   // Ends the connection: flush, state, and (if given) one event to the consumer.
   void close_qp(Qp& qp, std::optional<CmEventType> ev, std::string reason) {
     const bool graceful = ev == CmEventType::disconnected && qp.state == QpState::closing;
     flush_qp(qp);
     qp.state = graceful ? QpState::idle : QpState::error;
     qp.cm = CmPhase::closed;
+    hint_peer(qp, false);
     if (qp.req) {
       qp.req = nullptr;
     }
@@ -969,6 +978,7 @@ class DeviceImpl final : public Device {
   }
 
   void reset_qp(Qp& qp) {
+    hint_peer(qp, false);
     flush_qp(qp);
     qp.state = QpState::idle;
     qp.cm = CmPhase::none;
@@ -992,6 +1002,7 @@ class DeviceImpl final : public Device {
     pump_tx(qp);
     qp.state = QpState::terminate;
     qp.cm = CmPhase::closed;
+    hint_peer(qp, false);
     if (qp.init.on_event) qp.init.on_event(&qp, CmEvent{CmEventType::broken, {}, "sent Terminate: " + reason});
   }
 
@@ -1013,11 +1024,13 @@ class DeviceImpl final : public Device {
         nd_->wait_rx(next_wait());
       }
       std::lock_guard lk(mu_);
-      progress_locked();
+      progress_locked(Clock::now());
     }
   }
 
-  void progress_locked() {
+  // `now` is the caller's clock reading (a consumer that spins reads it once per call: every
+  // clock read costs on the path that detects an arriving frame).
+  void progress_locked(Clock::time_point now) {
     const std::size_t cap = nd_->max_datagram();
     for (int round = 0; round < 8; ++round) {
       const std::size_t n = nd_->rx_burst(rx_frames_);
@@ -1026,17 +1039,18 @@ class DeviceImpl final : public Device {
       if (n < kRxBurst) break;
     }
     flush_acks();
-    timers();
+    timers(now);
   }
 
  public:
   void progress(std::chrono::microseconds drive_for) override {
+    const auto now = Clock::now();
     const std::int64_t until =
-        std::chrono::duration_cast<std::chrono::nanoseconds>((Clock::now() + drive_for).time_since_epoch()).count();
+        std::chrono::duration_cast<std::chrono::nanoseconds>((now + drive_for).time_since_epoch()).count();
     if (consumer_until_ns_.load(std::memory_order_relaxed) < until)
       consumer_until_ns_.store(until, std::memory_order_relaxed);
     std::unique_lock lk(mu_, std::try_to_lock);
-    if (lk.owns_lock()) progress_locked();
+    if (lk.owns_lock()) progress_locked(now);
   }
 
  private:
@@ -1057,8 +1071,7 @@ class DeviceImpl final : public Device {
     return std::chrono::microseconds(100000);
   }
 
-  void timers() {
-    const auto now = Clock::now();
+  void timers(Clock::time_point now) {
     if (!delayed_acks_.empty()) delayed_acks(now);
     // The connection and retransmission timers have millisecond granularity (RTO floor 5 ms,
     // reordering window >= 4 ms): a scan of every QP (and its frames in flight) at each call of a
@@ -1313,6 +1326,7 @@ class DeviceImpl final : public Device {
 
   void established_passive(Qp& qp) {
     qp.cm = CmPhase::connected;
+    hint_peer(qp, true);
     if (qp.init.on_event) qp.init.on_event(&qp, CmEvent{CmEventType::established, {}, ""});
   }
 
@@ -1691,6 +1705,7 @@ class DeviceImpl final : public Device {
           qp.ird = qp.init.ird;
           qp.state = QpState::rts;
           qp.cm = CmPhase::connected;
+          hint_peer(qp, true);
           send_cm(qp, w::CmOp::ready_to_use, 0);
           if (qp.init.on_event)
             qp.init.on_event(&qp,

@@ -132,6 +132,7 @@ struct Qp {
   QpState state = QpState::idle;
   CmPhase cm = CmPhase::none;
   NetAddr peer{};
+  bool peer_hinted = false;  // the netdev was told of a connection to `peer` (peer_hint up)
   std::uint32_t peer_qpn = 0;
 
   // Connection management.

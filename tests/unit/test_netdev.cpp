@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -237,4 +238,85 @@ TEST(Impair, EachImpairmentDoesWhatItSays) {
   for (std::uint32_t i = 0; i < r.size(); ++i) changed += r[i] != i;
   EXPECT_EQ(changed, st.corrupted) << "every corrupted datagram differs from what was sent, no other does";
   EXPECT_GT(st.corrupted, 150u);
+}
+
+namespace {
+
+// Sockets bound to 127.0.0.1:port (from /proc/net/udp), and how many of them are connected.
+std::pair<int, int> udp_sockets_on(std::uint16_t port) {
+  std::FILE* f = std::fopen("/proc/net/udp", "r");
+  if (!f) return {-1, -1};
+  char line[512];
+  int bound = 0, connected = 0;
+  char want[16];
+  std::snprintf(want, sizeof want, "0100007F:%04X", port);
+  while (std::fgets(line, sizeof line, f)) {
+    char local[64], remote[64];
+    if (std::sscanf(line, " %*s %63s %63s", local, remote) != 2 || std::strcmp(local, want) != 0) continue;
+    bound++;
+    if (std::strcmp(remote, "00000000:0000") != 0) connected++;
+  }
+  std::fclose(f);
+  return {bound, connected};
+}
+
+}  // namespace
+
+// While a peer has connections, the udp netdev sends to it on a socket connected to it (same
+// address and port), and still hears every peer: the connected one on that socket, the others
+// on the main one. The port stays exclusive to the netdev.
+TEST(Netdev, UdpPeerHintConnectsASocketAndEveryPeerIsStillHeard) {
+  NetdevConfig c;
+  c.kind = "udp";
+  c.port = 7600;
+  std::string e;
+  auto a = make_netdev(c, e), b = make_netdev(c, e), d = make_netdev(c, e);
+  ASSERT_TRUE(a && b && d) << e;
+  const std::uint16_t port = a->local_addr().port;
+  ASSERT_EQ(udp_sockets_on(port), std::make_pair(1, 0));
+
+  a->peer_hint(b->local_addr(), true);
+  a->peer_hint(b->local_addr(), true);  // a second connection to the same peer
+  EXPECT_EQ(udp_sockets_on(port), std::make_pair(2, 1)) << "one socket connected to b";
+  NetdevConfig taken = c;
+  taken.port = port;
+  taken.port_fixed = true;
+  EXPECT_FALSE(make_netdev(taken, e)) << "the port is still ours alone";
+
+  // a -> b leaves from a's address; b and d -> a both arrive, each with its sender.
+  const std::uint8_t x[] = {7};
+  const TxFrame to_b{b->local_addr(), x, {}, {}};
+  ASSERT_EQ(a->tx_burst({&to_b, 1}), 1u);
+  std::vector<std::vector<std::uint8_t>> got;
+  NetAddr from;
+  ASSERT_EQ(recv_some(*b, got, from), 1u);
+  EXPECT_EQ(from, a->local_addr());
+  for (int i = 0; i < 3; ++i) {
+    const std::uint8_t mb[] = {static_cast<std::uint8_t>(10 + i)}, md[] = {static_cast<std::uint8_t>(20 + i)};
+    const TxFrame fb{a->local_addr(), mb, {}, {}}, fd{a->local_addr(), md, {}, {}};
+    ASSERT_EQ(b->tx_burst({&fb, 1}), 1u);
+    ASSERT_EQ(d->tx_burst({&fd, 1}), 1u);
+  }
+  got.clear();
+  std::vector<std::pair<NetAddr, int>> heard;
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(recv_some(*a, got, from), 1u) << "datagram " << i;
+    heard.emplace_back(from, got.back()[0]);
+  }
+  std::sort(heard.begin(), heard.end(), [](auto& l, auto& r) { return l.second < r.second; });
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(heard[static_cast<std::size_t>(i)], std::make_pair(b->local_addr(), 10 + i));
+    EXPECT_EQ(heard[static_cast<std::size_t>(3 + i)], std::make_pair(d->local_addr(), 20 + i));
+  }
+
+  a->peer_hint(b->local_addr(), false);
+  EXPECT_EQ(udp_sockets_on(port), std::make_pair(2, 1)) << "b still has a connection";
+  a->peer_hint(b->local_addr(), false);
+  EXPECT_EQ(udp_sockets_on(port), std::make_pair(1, 0)) << "the last connection to b ended";
+  a->peer_hint(b->local_addr(), false);  // unbalanced: ignored
+  const std::uint8_t late[] = {99};
+  const TxFrame fl{a->local_addr(), late, {}, {}};
+  ASSERT_EQ(b->tx_burst({&fl, 1}), 1u);
+  ASSERT_EQ(recv_some(*a, got, from), 1u);
+  EXPECT_EQ(from, b->local_addr());
 }

@@ -57,10 +57,16 @@ int server(netdev::Netdev& nd) {
   std::vector<std::uint8_t> buf(nd.max_datagram());
   std::printf("READY %s\n", netdev::to_string(nd.local_addr()).c_str());
   std::fflush(stdout);
+  netdev::NetAddr hinted{};
   for (;;) {
     netdev::NetAddr from;
     const std::size_t n = recv_spin(nd, buf, from, Clock::now() + std::chrono::seconds(60));
     if (n == 0) return 1;
+    if (!(from == hinted)) {  // as the RNIC does for a connected peer
+      if (hinted.port) nd.peer_hint(hinted, false);
+      nd.peer_hint(from, true);
+      hinted = from;
+    }
     const netdev::TxFrame f{from, {buf.data(), n}, {}, {}};
     nd.tx_burst({&f, 1});
     if (n == 4 && std::memcmp(buf.data(), "quit", 4) == 0) {
@@ -83,6 +89,7 @@ int client(netdev::Netdev& nd, const netdev::NetAddr& peer, std::size_t size, st
   rtt.reserve(iters);
   const std::size_t warmup = 200;
   double cpu0 = 0;
+  nd.peer_hint(peer, true);  // as the RNIC does for a connected peer
   for (std::size_t i = 0; i < iters + warmup; ++i) {
     if (i == warmup) cpu0 = cpu_us();
     std::memcpy(d.data(), &i, sizeof(std::uint32_t));

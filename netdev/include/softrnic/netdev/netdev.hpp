@@ -109,6 +109,15 @@ class Netdev {
   virtual std::size_t rx_buffer_bytes() const = 0;
   // What an impairment plan did (zero without one).
   virtual ImpairStats impair_stats() const { return {}; }
+  // A connection to `peer` begins (up) or ends (down); every up is matched by one down, and
+  // several connections may share a peer. A backend may keep per-peer state while a peer has
+  // connections (udp: a socket connected to it, which saves the kernel a route lookup per
+  // datagram); the default ignores the hint. Called from the thread that calls tx_burst and
+  // rx_burst, never at the same time as them.
+  virtual void peer_hint(NetAddr peer, bool up) {
+    (void)peer;
+    (void)up;
+  }
 };
 
 // What the dpdk backend needs (netdev=dpdk). Grammar of the config keys: see parse_netdev_item.
