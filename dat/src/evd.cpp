@@ -224,8 +224,9 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
       if (reaped) evd->ia->dev->srq_reaped(reaped, 1);  // outside the EVD lock (lock order)
       return DAT_SUCCESS;
     }
-    // A consumer that polls drives the engine itself rather than wait for its thread.
-    if (attempt == 0) evd->ia->dev->progress();
+    // A consumer that polls drives the engine itself rather than wait for its thread (and looks
+    // again only when that round received something).
+    if (attempt == 0 && !evd->ia->dev->progress()) break;
   }
   // The plain value, without the error class: dtest -p compares against DAT_QUEUE_EMPTY exactly.
   return DAT_QUEUE_EMPTY;

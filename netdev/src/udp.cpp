@@ -117,6 +117,13 @@ class UdpNetdev final : public Netdev {
       const Peer* peer = find_peer(to);
       std::size_t n = 1;
       while (n < kBurst && done + n < frames.size() && frames[done + n].to == to) ++n;
+      if (n == 1) {
+        // A lone frame (the latency path): one plain send of one buffer; sendmmsg with three
+        // iovecs costs ~0.2 us more per datagram on this path.
+        if (!send_one(frames[done], peer)) break;
+        done++;
+        continue;
+      }
       // Only the n entries in use are set up (zeroing all kBurst of them cost ~4 KB of memset
       // per datagram on the latency path).
       std::array<mmsghdr, kBurst> msgs;
@@ -262,6 +269,52 @@ class UdpNetdev final : public Netdev {
     return fd;
   }
 
+  // Sends one frame: small ones gathered into one buffer for send/sendto, larger ones with
+  // sendmsg. False when the socket is full (the caller stops there).
+  bool send_one(const TxFrame& f, const Peer* peer) {
+    const int fd = peer ? peer->fd : socket_.native_handle();
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_addr.s_addr = htonl(f.to.ip);
+    dst.sin_port = htons(f.to.port);
+    const auto* name = peer ? nullptr : reinterpret_cast<const sockaddr*>(&dst);
+    const socklen_t namelen = peer ? 0 : sizeof dst;
+    const std::size_t size = f.size();
+    ssize_t r;
+    if (size <= tx_gather_.size()) {
+      std::size_t at = 0;
+      for (auto part : {f.head, f.body, f.tail}) {
+        if (part.empty()) continue;
+        std::memcpy(tx_gather_.data() + at, part.data(), part.size());
+        at += part.size();
+      }
+      r = ::sendto(fd, tx_gather_.data(), size, 0, name, namelen);
+    } else {
+      std::array<iovec, 3> iov;
+      std::size_t k = 0;
+      for (auto part : {f.head, f.body, f.tail}) {
+        if (part.empty()) continue;
+        iov[k].iov_base = const_cast<std::uint8_t*>(part.data());
+        iov[k].iov_len = part.size();
+        ++k;
+      }
+      msghdr m{};
+      m.msg_name = const_cast<sockaddr*>(name);
+      m.msg_namelen = namelen;
+      m.msg_iov = iov.data();
+      m.msg_iovlen = k;
+      r = ::sendmsg(fd, &m, 0);
+    }
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      stats_.tx_dropped++;  // an ICMP error from an earlier datagram: the layer above retransmits
+      return true;
+    }
+    stats_.tx_frames++;
+    stats_.tx_bytes += size;
+    return true;
+  }
+
   // The socket rx_burst reads: one wait_rx found readable, else the next in turn.
   int next_rx_fd() {
     if (npeers_ == 0) return socket_.native_handle();
@@ -277,6 +330,26 @@ class UdpNetdev final : public Netdev {
   }
 
   std::size_t receive(int fd, std::span<RxFrame> out) {
+    // A consumer that spins mostly finds nothing, then one datagram: recvfrom costs ~0.1 us less
+    // than recvmmsg for that. After a datagram, more may follow: the next call takes a burst, and
+    // a burst of at most one goes back to single reads.
+    if (rx_single_) {
+      sockaddr_in src{};
+      socklen_t sl = sizeof src;
+      const ssize_t r = ::recvfrom(fd, out[0].buf, out[0].cap, MSG_DONTWAIT | MSG_TRUNC,
+                                   reinterpret_cast<sockaddr*>(&src), &sl);
+      if (r < 0) return 0;
+      rx_single_ = false;
+      if (static_cast<std::size_t>(r) > out[0].cap) {
+        stats_.rx_truncated++;
+        return 0;
+      }
+      out[0].len = static_cast<std::size_t>(r);
+      out[0].from = NetAddr{ntohl(src.sin_addr.s_addr), ntohs(src.sin_port)};
+      stats_.rx_frames++;
+      stats_.rx_bytes += static_cast<std::uint64_t>(r);
+      return 1;
+    }
     const std::size_t n = out.size();
     // The headers live in the netdev, wired once (rx_burst is called from one thread at a time,
     // most often on an empty socket by a consumer that spins): per call only the buffers and the
@@ -291,6 +364,7 @@ class UdpNetdev final : public Netdev {
       msgs[i].msg_hdr.msg_flags = 0;
     }
     const int r = ::recvmmsg(fd, msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
+    rx_single_ = r <= 1;
     if (r <= 0) return 0;
     std::size_t got = 0;
     for (int i = 0; i < r; ++i) {
@@ -319,6 +393,8 @@ class UdpNetdev final : public Netdev {
   std::array<iovec, kBurst> rx_iov_;
   std::array<sockaddr_in, kBurst> rx_from_;
   AtomicNetdevStats stats_;
+  std::array<std::uint8_t, 2048> tx_gather_;  // a lone small frame, made contiguous
+  bool rx_single_ = true;  // the next receive reads one datagram (see receive)
   bool share_port_ = false;  // the main socket lets per-peer sockets bind its address
   int socket_buffer_ = 0;
   std::array<Peer, kMaxConnectedPeers> peers_{};

@@ -178,7 +178,7 @@ class DeviceImpl final : public Device {
     if (mw->pd != qp->init.pd) return Status::protection_violation;
     if (qp->sq.size() >= qp->init.max_send_wr) return Status::insufficient_resources;
     if (const Status s = mrs_.bind_window(mw, mr, addr, length, access); s != Status::ok) return s;
-    qp->sq.push_back(SendWqe{wr_id, WcOpcode::bind, signaled, qp->snd_nxt, 0, nullptr});
+    qp->sq.push_back(SendWqe{wr_id, WcOpcode::bind, signaled, qp->snd_nxt, 0, SglRef{}});
     complete_sends(*qp);
     return Status::ok;
   }
@@ -548,9 +548,9 @@ class DeviceImpl final : public Device {
                            : wr.opcode == SendOpcode::rdma_write ? WcOpcode::rdma_write
                                                                  : WcOpcode::send;
     SendWqe& wqe = qp->sq.emplace_back(
-        SendWqe{wr.wr_id, wc_op, wr.signaled, 0, static_cast<std::uint32_t>(total), nullptr, read, false, false});
+        SendWqe{wr.wr_id, wc_op, wr.signaled, 0, static_cast<std::uint32_t>(total), SglRef{}, read, false, false});
     WaitingWr w{wr.opcode,
-                std::make_shared<const std::vector<Sge>>(wr.sgl.begin(), wr.sgl.end()),
+                sgl_pool_.make(wr.sgl),
                 wr.rkey,
                 wr.remote_addr,
                 wr.invalidate_stag,
@@ -1030,27 +1030,31 @@ class DeviceImpl final : public Device {
 
   // `now` is the caller's clock reading (a consumer that spins reads it once per call: every
   // clock read costs on the path that detects an arriving frame).
-  void progress_locked(Clock::time_point now) {
+  std::size_t progress_locked(Clock::time_point now) {
     const std::size_t cap = nd_->max_datagram();
+    std::size_t got = 0;
     for (int round = 0; round < 8; ++round) {
+      rx_now_ = round == 0 ? now : Clock::now();
       const std::size_t n = nd_->rx_burst(rx_frames_);
       for (std::size_t i = 0; i < n; ++i) handle_datagram(rx_frames_[i].from, {rx_frames_[i].buf, rx_frames_[i].len});
       for (std::size_t i = 0; i < n; ++i) rx_frames_[i].cap = cap;
+      got += n;
       if (n < kRxBurst) break;
     }
     flush_acks();
     timers(now);
+    return got;
   }
 
  public:
-  void progress(std::chrono::microseconds drive_for) override {
+  bool progress(std::chrono::microseconds drive_for) override {
     const auto now = Clock::now();
     const std::int64_t until =
         std::chrono::duration_cast<std::chrono::nanoseconds>((now + drive_for).time_since_epoch()).count();
     if (consumer_until_ns_.load(std::memory_order_relaxed) < until)
       consumer_until_ns_.store(until, std::memory_order_relaxed);
     std::unique_lock lk(mu_, std::try_to_lock);
-    if (lk.owns_lock()) progress_locked(now);
+    return !lk.owns_lock() || progress_locked(now) > 0;
   }
 
  private:
@@ -1277,7 +1281,9 @@ class DeviceImpl final : public Device {
 
   void handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack) {
     if (seq_lt(qp.snd_nxt, ack) || seq_lt(ack, qp.snd_una)) return;  // stale or impossible
-    const auto now = Clock::now();
+    // The time of this receive round (read before the netdev was polled): round trips are
+    // sampled for timers of millisecond granularity, and a clock read per frame costs.
+    const auto now = rx_now_;
     // One RTT sample per acknowledgement: the slowest frame it newly covers that was sent once
     // (Karn). Taking the slowest, not the newest, lets a frame held back by reordering raise
     // RTTVAR, so reordering alone does not make the RTO fire.
@@ -1287,7 +1293,8 @@ class DeviceImpl final : public Device {
       for (const SackBlock& b : sack)
         if (!seq_lt(f.seq, b.start) && seq_lt(f.seq, b.end)) covered = true;
       if (covered && !f.sacked) {
-        const auto rtt = std::chrono::duration_cast<std::chrono::microseconds>(now - f.sent);
+        // (a frame another thread sent after `now` was read, acknowledged within the round: 0)
+        const auto rtt = std::chrono::duration_cast<std::chrono::microseconds>(std::max(now - f.sent, Clock::duration{}));
         if (!f.retransmitted) slowest = std::max(slowest, rtt);
         // Eifel-style check: acknowledged sooner after its retransmission than any round trip
         // takes, so the original arrived and the retransmission was spurious: widen the
@@ -1534,7 +1541,8 @@ class DeviceImpl final : public Device {
       qp.peer_read_msn++;
       // The Read Response: tagged segments to the requester's sink, payload straight from the
       // source region (checked again at each transmission).
-      auto sgl = std::make_shared<const std::vector<Sge>>(1, Sge{r.src_stag, r.src_to, r.size});
+      const Sge src{r.src_stag, r.src_to, r.size};
+      const SglRef sgl = sgl_pool_.make({&src, 1});
       const std::size_t mss = nd_->max_datagram() - w::kFrameOverhead - sizeof(w::DdpTaggedHdr);
       std::uint64_t off = 0;
       do {
@@ -1767,6 +1775,7 @@ class DeviceImpl final : public Device {
   std::unique_ptr<netdev::Netdev> nd_;
   Limits limits_;
   mutable std::mutex mu_;
+  SglPool sgl_pool_;  // before every holder of an SglRef (QPs are deleted in the destructor's body)
   std::atomic<bool> stop_{false};
   std::thread thread_;
   MrTable mrs_;
@@ -1784,6 +1793,7 @@ class DeviceImpl final : public Device {
   std::vector<Linger> lingers_;
   std::vector<std::uint8_t> rx_bufs_, tx_gather_;
   std::vector<netdev::RxFrame> rx_frames_;
+  Clock::time_point rx_now_{};  // when the current receive round began
   std::size_t window_bytes_ = 0;
   std::mt19937 rng_;
   DeviceCounters ctr_{};

@@ -8,6 +8,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <boost/container/small_vector.hpp>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "mr_table.hpp"
@@ -35,7 +38,7 @@ struct Cq {
 struct RecvWqe {
   bool allocated = true;
   std::uint64_t wr_id = 0;
-  std::vector<Sge> sgl;
+  boost::container::small_vector<Sge, 2> sgl;  // inline for the usual one or two (no allocation per post)
   std::uint64_t capacity = 0;
   std::uint64_t placed = 0;
   std::uint64_t msg_len = 0;
@@ -61,13 +64,88 @@ struct Srq {
   std::function<void(Srq*)> on_low_watermark;
 };
 
+// A posted request's scatter/gather list, shared by its send-queue entry and its frames until
+// every one of them is done with it. Blocks come from the device's SglPool and are counted
+// without atomics: the device lock guards every holder. Posting takes no allocation once the
+// pool is warm (a shared_ptr<vector> cost two allocations, two frees and atomic counts per post).
+class SglPool;
+struct SglBlock {
+  std::vector<Sge> sges;  // keeps its capacity when recycled
+  std::uint32_t refs = 0;
+  SglBlock* next_free = nullptr;
+  SglPool* pool = nullptr;
+};
+
+class SglRef {
+ public:
+  SglRef() = default;
+  explicit SglRef(SglBlock* b) : b_(b) {
+    if (b_) ++b_->refs;
+  }
+  SglRef(const SglRef& o) : b_(o.b_) {
+    if (b_) ++b_->refs;
+  }
+  SglRef(SglRef&& o) noexcept : b_(std::exchange(o.b_, nullptr)) {}
+  SglRef& operator=(SglRef o) noexcept {
+    std::swap(b_, o.b_);
+    return *this;
+  }
+  inline ~SglRef();
+  explicit operator bool() const { return b_ != nullptr; }
+  const std::vector<Sge>& operator*() const { return b_->sges; }
+  const std::vector<Sge>* operator->() const { return &b_->sges; }
+
+ private:
+  SglBlock* b_ = nullptr;
+};
+
+class SglPool {
+ public:
+  SglPool() = default;
+  SglPool(const SglPool&) = delete;
+  SglPool& operator=(const SglPool&) = delete;
+  ~SglPool() {
+    while (free_) delete std::exchange(free_, free_->next_free);
+  }
+  SglRef make(std::span<const Sge> sges) {
+    SglBlock* b = free_;
+    if (b) {
+      free_ = b->next_free;
+      --nfree_;
+    } else {
+      b = new SglBlock;
+      b->pool = this;
+    }
+    b->sges.assign(sges.begin(), sges.end());
+    return SglRef(b);
+  }
+  void put(SglBlock* b) {
+    if (nfree_ >= kKeep) {
+      delete b;
+      return;
+    }
+    b->next_free = free_;
+    free_ = b;
+    ++nfree_;
+  }
+
+ private:
+  static constexpr std::size_t kKeep = 4096;  // blocks kept for reuse; beyond, freed
+  SglBlock* free_ = nullptr;
+  std::size_t nfree_ = 0;
+};
+
+inline SglRef::~SglRef() {
+  if (b_ && --b_->refs == 0) b_->pool->put(b_);
+}
+
 struct SendWqe {
   std::uint64_t wr_id = 0;
   WcOpcode opcode = WcOpcode::send;
   bool signaled = true;
   std::uint32_t end_seq = 0;  // sequence number after its last frame
   std::uint32_t byte_len = 0;
-  std::shared_ptr<const std::vector<Sge>> sgl;  // holds its regions until completion
+  SglRef sgl;  // holds its regions until completion
   bool is_read = false;
   bool read_done = false;  // the whole Read Response has arrived (in stream order)
   bool issued = true;      // false while it waits in Qp::sq_wait (ORD reached, or a fence)
@@ -77,7 +155,7 @@ struct SendWqe {
 // request with a read fence while RDMA Reads are outstanding, or anything posted behind those.
 struct WaitingWr {
   SendOpcode opcode = SendOpcode::send;
-  std::shared_ptr<const std::vector<Sge>> sgl;
+  SglRef sgl;
   std::uint32_t rkey = 0;
   std::uint64_t remote_addr = 0;
   std::uint32_t invalidate_stag = 0;
@@ -115,7 +193,7 @@ struct SeqFrame {
   std::uint32_t seq = 0;
   std::uint8_t head_len = 0;
   std::array<std::uint8_t, kMaxHead> head{};
-  std::shared_ptr<const std::vector<Sge>> sgl;  // payload source, null when there is none
+  SglRef sgl;  // payload source, null when there is none
   std::uint64_t sgl_off = 0;
   std::uint32_t len = 0;
   Clock::time_point sent{};  // last transmission

@@ -223,12 +223,13 @@ int serve(const Options& o) {
   const double cpu0 = cpu_us();
   std::size_t msgs = 0;
   if (o.test == "pingpong") {
-    // Echo every message back from the slot it arrived in, then post that slot again.
+    // Echo every message back from the slot it arrived in, then post that slot again (the reply
+    // first: reposting the buffer is not part of the round trip).
     const std::size_t total = o.iters + o.warmup;
     for (std::size_t i = 0; i < total; ++i) {
       const std::uint64_t s = n.wait_dto(n.rcv, "ping");
-      n.post_recv(n.slot(s, o.size), s);
       n.post_send(n.slot(s, o.size), s, false);
+      n.post_recv(n.slot(s, o.size), s);
     }
     msgs = total;
   } else if (o.test == "msgrate") {

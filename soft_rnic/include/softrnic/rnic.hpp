@@ -283,8 +283,10 @@ class Device {
   // Runs one round of the progress engine in the caller's thread, unless another thread is
   // already running it (for consumers that busy-poll). The caller says it will keep calling for
   // about `drive_for`: the progress thread leaves the netdev to it until then (a consumer that
-  // polls for a moment before it blocks passes that moment).
-  virtual void progress(std::chrono::microseconds drive_for = std::chrono::microseconds(500)) = 0;
+  // polls for a moment before it blocks passes that moment). False when the round received
+  // nothing (so a poller need not look at its queues again); true when it did, or when another
+  // thread was running the engine.
+  virtual bool progress(std::chrono::microseconds drive_for = std::chrono::microseconds(500)) = 0;
 
   virtual Status post_send(Qp* qp, const SendWr& wr) = 0;
   virtual Status post_recv(Qp* qp, const RecvWr& wr) = 0;
