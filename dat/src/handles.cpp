@@ -1,3 +1,5 @@
+#include <array>
+#include <atomic>
 #include <deque>
 #include <unordered_map>
 
@@ -14,7 +16,23 @@ struct Registry {
   std::mutex mu;
   std::unordered_map<const void*, Obj*> live;
   std::deque<void*> quarantine;
+  // Bumped (under mu) before each retire: a handle found live while it had a value is live as
+  // long as it keeps it (only retire takes a handle out of `live`).
+  std::atomic<std::uint64_t> retires{0};
 };
+
+// The last handles this thread found live, with the retire count of then: a consumer that polls
+// or posts on the same few handles checks them without the registry lock and hash lookup.
+struct LiveCache {
+  struct Entry {
+    const void* h = nullptr;
+    Kind kind{};
+    std::uint64_t retires = 0;
+  };
+  std::array<Entry, 4> e{};
+  unsigned next = 0;
+};
+thread_local LiveCache live_cache;
 
 Registry& reg() {
   static Registry* r = new Registry;  // never destroyed: callbacks may run during exit
@@ -46,9 +64,16 @@ Obj* find_live(const void* h) {
 
 bool is_live(const void* h, Kind k) {
   if (!h) return false;
-  std::lock_guard lk(reg().mu);
-  auto it = reg().live.find(h);
-  return it != reg().live.end() && it->second->kind == k;
+  Registry& r = reg();
+  LiveCache& c = live_cache;
+  const std::uint64_t now = r.retires.load(std::memory_order_acquire);
+  for (const auto& e : c.e)
+    if (e.h == h && e.kind == k && e.retires == now) return true;
+  std::lock_guard lk(r.mu);
+  auto it = r.live.find(h);
+  if (it == r.live.end() || it->second->kind != k) return false;
+  c.e[c.next++ % c.e.size()] = {h, k, r.retires.load(std::memory_order_relaxed)};
+  return true;
 }
 
 std::vector<Obj*> children_of(const Ia* ia) {
@@ -63,6 +88,7 @@ void retire(Obj* o, void (*destroy_fn)(Obj*)) {
   DAT_PROVIDER* prov = o->provider;
   {
     std::lock_guard lk(reg().mu);
+    reg().retires.fetch_add(1, std::memory_order_release);  // before the erase: see Registry
     reg().live.erase(o);
   }
   destroy_fn(o);
