@@ -336,8 +336,8 @@ class UdpNetdev final : public Netdev {
     if (rx_single_) {
       sockaddr_in src{};
       socklen_t sl = sizeof src;
-      const ssize_t r = ::recvfrom(fd, out[0].buf, out[0].cap, MSG_DONTWAIT | MSG_TRUNC,
-                                   reinterpret_cast<sockaddr*>(&src), &sl);
+      const ssize_t r =
+          ::recvfrom(fd, out[0].buf, out[0].cap, MSG_DONTWAIT | MSG_TRUNC, reinterpret_cast<sockaddr*>(&src), &sl);
       if (r < 0) return 0;
       rx_single_ = false;
       if (static_cast<std::size_t>(r) > out[0].cap) {
@@ -394,8 +394,8 @@ class UdpNetdev final : public Netdev {
   std::array<sockaddr_in, kBurst> rx_from_;
   AtomicNetdevStats stats_;
   std::array<std::uint8_t, 2048> tx_gather_;  // a lone small frame, made contiguous
-  bool rx_single_ = true;  // the next receive reads one datagram (see receive)
-  bool share_port_ = false;  // the main socket lets per-peer sockets bind its address
+  bool rx_single_ = true;                     // the next receive reads one datagram (see receive)
+  bool share_port_ = false;                   // the main socket lets per-peer sockets bind its address
   int socket_buffer_ = 0;
   std::array<Peer, kMaxConnectedPeers> peers_{};
   std::size_t npeers_ = 0;

@@ -549,15 +549,9 @@ class DeviceImpl final : public Device {
                                                                  : WcOpcode::send;
     SendWqe& wqe = qp->sq.emplace_back(
         SendWqe{wr.wr_id, wc_op, wr.signaled, 0, static_cast<std::uint32_t>(total), SglRef{}, read, false, false});
-    WaitingWr w{wr.opcode,
-                sgl_pool_.make(wr.sgl),
-                wr.rkey,
-                wr.remote_addr,
-                wr.invalidate_stag,
-                total,
-                wr.fence,
-                sink_access,
-                &wqe};
+    WaitingWr w{
+        wr.opcode, sgl_pool_.make(wr.sgl), wr.rkey, wr.remote_addr, wr.invalidate_stag, total, wr.fence, sink_access,
+        &wqe};
     if (qp->sq_wait.empty() && can_issue(*qp, w)) {
       issue(*qp, w);
       pump_tx(*qp);
@@ -1294,7 +1288,8 @@ class DeviceImpl final : public Device {
         if (!seq_lt(f.seq, b.start) && seq_lt(f.seq, b.end)) covered = true;
       if (covered && !f.sacked) {
         // (a frame another thread sent after `now` was read, acknowledged within the round: 0)
-        const auto rtt = std::chrono::duration_cast<std::chrono::microseconds>(std::max(now - f.sent, Clock::duration{}));
+        const auto rtt =
+            std::chrono::duration_cast<std::chrono::microseconds>(std::max(now - f.sent, Clock::duration{}));
         if (!f.retransmitted) slowest = std::max(slowest, rtt);
         // Eifel-style check: acknowledged sooner after its retransmission than any round trip
         // takes, so the original arrived and the retransmission was spurious: widen the

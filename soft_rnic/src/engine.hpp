@@ -2,13 +2,13 @@
 #pragma once
 
 #include <array>
+#include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <boost/container/small_vector.hpp>
 #include <span>
 #include <utility>
 #include <vector>
