@@ -93,6 +93,7 @@ void drain(Evd& evd) {
     }
     if (n < std::size(wc)) break;
   }
+  evd.queued.store(evd.q.size(), std::memory_order_release);
   note_overflow(evd);
 }
 
@@ -140,6 +141,7 @@ void Evd::post(const DAT_EVENT& ev) {
   {
     std::lock_guard lk(mu);
     q.push_back({ev, nullptr});
+    queued.store(q.size(), std::memory_order_release);
     note_overflow(*this);
     pending = std::exchange(overflow_pending, false);
   }
@@ -197,6 +199,7 @@ static softrnic::Srq* take_front(Evd& evd, DAT_EVENT* ev) {
   *ev = evd.q.front().ev;
   softrnic::Srq* srq = evd.q.front().srq;
   evd.q.pop_front();
+  evd.queued.store(evd.q.size(), std::memory_order_release);
   return srq;
 }
 
@@ -206,6 +209,13 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
   if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
   if (!ev) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   for (int attempt = 0; attempt < 2; ++attempt) {
+    // Nothing queued, no completion waiting and no waiter: no EVD lock (a consumer that spins
+    // here finds nothing most of the time).
+    if (!evd->waiter.load(std::memory_order_relaxed) && evd->queued.load(std::memory_order_acquire) == 0 &&
+        (!evd->cq || evd->ia->dev->cq_empty(evd->cq))) {
+      if (attempt == 0 && evd->ia->dev->progress()) continue;
+      break;
+    }
     bool got = false, overflow = false;
     softrnic::Srq* reaped = nullptr;
     {

@@ -141,7 +141,8 @@ struct Evd : Obj {
   // Where drain() takes completions off the CQ (under mu): made once, not per poll (64 Wc
   // constructed per dat_evd_dequeue were ~3.5 KB of stores on every spin of a polling consumer).
   std::array<Wc, 32> wc_scratch;
-  bool waiter = false;
+  std::atomic<std::size_t> queued{0};  // q.size(), stored under mu after each change: read without it
+  std::atomic<bool> waiter{false};     // written under mu
   bool dead = false;
   bool enabled = true;
   bool waitable = true;

@@ -216,6 +216,7 @@ class DeviceImpl final : public Device {
     cq->size.store(cq->q.size(), std::memory_order_release);
     return n;
   }
+  bool cq_empty(const Cq* cq) const override { return cq->size.load(std::memory_order_acquire) == 0; }
   std::size_t cq_count(Cq* cq) override {
     std::lock_guard lk(cq->mu);
     return cq->q.size();

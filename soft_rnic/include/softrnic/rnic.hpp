@@ -257,6 +257,9 @@ class Device {
   virtual std::size_t poll_cq(Cq* cq, std::span<Wc> out) = 0;
   // Completions waiting on the CQ.
   virtual std::size_t cq_count(Cq* cq) = 0;
+  // Whether the CQ holds no completion, without taking its lock (a completion pushed
+  // concurrently may be seen on the next call).
+  virtual bool cq_empty(const Cq* cq) const = 0;
 
   virtual Status create_qp(const QpInit& init, Qp*& out) = 0;
   virtual Status destroy_qp(Qp* qp) = 0;
