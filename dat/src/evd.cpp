@@ -14,6 +14,9 @@ namespace softrnic::dat {
 namespace {
 
 constexpr DAT_COUNT kMaxQlen = kMaxEvdQlen;
+// The longest a waiter that drives the engine blocks in the netdev at once (it is woken sooner
+// by frames, due timers and wake()).
+constexpr std::chrono::microseconds kMaxDriveChunk{100000};
 constexpr int kAllEvdFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG |
                              DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
 
@@ -126,13 +129,21 @@ Evd* Cno::take() {
   return std::exchange(trigger_evd, nullptr);
 }
 
+void Evd::wake_waiter() {
+  cv.notify_all();
+  if (driving.load()) ia->dev->wake();
+}
+
 void Evd::signal() {
   Cno* c = nullptr;
+  bool drives = false;
   {
     std::lock_guard lk(mu);
     if (!waiter && enabled) c = cno.load();
+    drives = driving.load(std::memory_order_relaxed);
   }
   cv.notify_all();
+  if (drives) ia->dev->wake();
   if (c) c->trigger(this);
 }
 
@@ -257,6 +268,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
     evd->waiter = true;
   }
   const bool infinite = timeout == DAT_TIMEOUT_INFINITE;
+  Device* const dev = evd->ia->dev.get();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(infinite ? 0 : timeout);
   std::unique_lock el(evd->mu);
   DAT_RETURN ret;
@@ -279,14 +291,29 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
       ret = DAT_SUCCESS;
       break;
     }
-    if (infinite) {
-      evd->cv.wait(el);
-    } else if (evd->cv.wait_until(el, deadline) == std::cv_status::timeout) {
-      drain(*evd);
-      if (evd->q.size() >= static_cast<std::size_t>(threshold)) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (!infinite && now >= deadline) {
       *nmore = static_cast<DAT_COUNT>(evd->q.size());
       ret = err(DAT_TIMEOUT_EXPIRED);
       break;
+    }
+    // Drive the engine while waiting, blocked in the netdev, when no other thread does: the
+    // frame that completes our event wakes this thread directly, not the progress thread that
+    // would then wake us. signal() (a completion or event from another thread) and the calls
+    // that end a wait wake the netdev instead of cv while `driving`.
+    const auto chunk = infinite ? kMaxDriveChunk
+                                : std::min<std::chrono::microseconds>(
+                                      kMaxDriveChunk, std::chrono::ceil<std::chrono::microseconds>(deadline - now));
+    evd->driving = true;
+    el.unlock();
+    const bool drove = dev->wait_progress(chunk);
+    el.lock();
+    evd->driving = false;
+    if (drove) continue;
+    if (infinite) {
+      evd->cv.wait(el);
+    } else {
+      evd->cv.wait_until(el, deadline);
     }
   }
   // A free_evd may be waiting for us to leave: once the lock is released it may destroy the
@@ -305,7 +332,7 @@ void free_evd(Evd* evd) {
   {
     std::unique_lock el(evd->mu);
     evd->dead = true;
-    evd->cv.notify_all();
+    evd->wake_waiter();
     evd->cv.wait(el, [&] { return !evd->waiter; });
   }
   if (evd->cq) evd->ia->dev->destroy_cq(evd->cq);
@@ -334,7 +361,7 @@ DAT_RETURN evd_set_unwaitable(DAT_EVD_HANDLE h) {
     std::lock_guard el(evd->mu);
     evd->waitable = false;
   }
-  evd->cv.notify_all();  // a waiter returns DAT_INVALID_STATE
+  evd->wake_waiter();  // a waiter returns DAT_INVALID_STATE
   return DAT_SUCCESS;
 }
 

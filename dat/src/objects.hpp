@@ -143,6 +143,7 @@ struct Evd : Obj {
   std::array<Wc, 32> wc_scratch;
   std::atomic<std::size_t> queued{0};  // q.size(), stored under mu after each change: read without it
   std::atomic<bool> waiter{false};     // written under mu
+  std::atomic<bool> driving{false};    // the waiter drives the engine, blocked in the netdev (under mu)
   bool dead = false;
   bool enabled = true;
   bool waitable = true;
@@ -156,6 +157,8 @@ struct Evd : Obj {
   void post(const DAT_EVENT& ev);
   // Wakes a waiter or triggers the CNO (after the CQ gained an entry).
   void signal();
+  // Wakes the waiter, wherever it waits (on cv, or in the netdev while it drives the engine).
+  void wake_waiter();
 };
 
 struct SrqObj : Obj {

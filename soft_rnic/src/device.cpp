@@ -1042,17 +1042,42 @@ class DeviceImpl final : public Device {
   }
 
  public:
+  bool wait_progress(std::chrono::microseconds max) override {
+    bool expected = false;
+    if (!driver_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
+    auto now = Clock::now();
+    raise_consumer_until(now + max);  // the progress thread stands back meanwhile
+    nd_->wait_rx(std::min(max, next_wait()));
+    {
+      std::lock_guard lk(mu_);
+      now = Clock::now();
+      progress_locked(now);
+    }
+    // Back to the progress thread unless the consumer comes back soon (as after a busy poll).
+    consumer_until_ns_.store(ns_of(now + kConsumerPollGrace), std::memory_order_relaxed);
+    driver_.store(false, std::memory_order_release);
+    return true;
+  }
+
+  void wake() override { nd_->wake(); }
+
   bool progress(std::chrono::microseconds drive_for) override {
     const auto now = Clock::now();
-    const std::int64_t until =
-        std::chrono::duration_cast<std::chrono::nanoseconds>((now + drive_for).time_since_epoch()).count();
-    if (consumer_until_ns_.load(std::memory_order_relaxed) < until)
-      consumer_until_ns_.store(until, std::memory_order_relaxed);
+    raise_consumer_until(now + drive_for);
     std::unique_lock lk(mu_, std::try_to_lock);
     return !lk.owns_lock() || progress_locked(now) > 0;
   }
 
  private:
+  static std::int64_t ns_of(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  }
+  void raise_consumer_until(Clock::time_point t) {
+    const std::int64_t until = ns_of(t);
+    if (consumer_until_ns_.load(std::memory_order_relaxed) < until)
+      consumer_until_ns_.store(until, std::memory_order_relaxed);
+  }
+
   std::chrono::microseconds next_wait() {
     std::lock_guard lk(mu_);
     // The next delayed ack (one that data already carried waits for no one: ack_due is reset).
@@ -1784,6 +1809,7 @@ class DeviceImpl final : public Device {
   std::vector<ConnRequest*> reqs_;
   std::vector<Qp*> ack_list_;
   std::vector<Qp*> delayed_acks_;                   // QPs whose lone in-order frame waits for a reply to carry its ack
+  std::atomic<bool> driver_{false};  // a consumer drives the engine in wait_progress
   std::atomic<std::int64_t> consumer_until_ns_{0};  // a consumer drives the engine until then (steady clock, ns)
   Clock::time_point last_timer_scan_{};
   std::vector<Linger> lingers_;

@@ -290,6 +290,14 @@ class Device {
   // nothing (so a poller need not look at its queues again); true when it did, or when another
   // thread was running the engine.
   virtual bool progress(std::chrono::microseconds drive_for = std::chrono::microseconds(500)) = 0;
+  // For a consumer that blocks (dat_evd_wait): the caller becomes the thread that drives the
+  // engine while it waits, instead of sleeping until the progress thread wakes it (one thread
+  // hand-off per message instead of two). Blocks in the netdev until a frame may be ready, a
+  // timer is due, wake() is called or `max` passes, then runs one round of the engine. False at
+  // once when another thread is driving this way (the caller waits as before).
+  virtual bool wait_progress(std::chrono::microseconds max) = 0;
+  // Ends a wait_progress in another thread early (its consumer has something to look at).
+  virtual void wake() = 0;
 
   virtual Status post_send(Qp* qp, const SendWr& wr) = 0;
   virtual Status post_recv(Qp* qp, const RecvWr& wr) = 0;
