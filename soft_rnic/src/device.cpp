@@ -81,6 +81,10 @@ constexpr std::chrono::microseconds kMaxRto{500000};
 constexpr std::chrono::microseconds kAckDelay{100};
 // The longest the progress thread sleeps at once while a consumer drives the engine.
 constexpr std::chrono::microseconds kConsumerPollGrace{500};
+// ... while a consumer blocked in dat_evd_wait drives it (it may block for long: the thread
+// checks less often, and takes over at most this late once the consumer stops; under the RTO
+// floor, so a peer does not retransmit for it).
+constexpr std::chrono::microseconds kDriverCheck{2000};
 // How often the connection and retransmission timers are scanned, at most.
 constexpr std::chrono::microseconds kTimerScan{100};
 constexpr std::size_t kRxBurst = 32;
@@ -1013,7 +1017,8 @@ class DeviceImpl final : public Device {
             Clock::time_point(std::chrono::nanoseconds(consumer_until_ns_.load(std::memory_order_relaxed)));
         const auto now = Clock::now();
         if (now < until) {
-          std::this_thread::sleep_for(std::min<Clock::duration>(until - now, kConsumerPollGrace));
+          const auto chunk = driver_.load(std::memory_order_relaxed) ? kDriverCheck : kConsumerPollGrace;
+          std::this_thread::sleep_for(std::min<Clock::duration>(until - now, chunk));
           continue;
         }
         nd_->wait_rx(next_wait());
