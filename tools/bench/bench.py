@@ -60,9 +60,11 @@ class Softrnic:
     def available(self):
         return os.access(self.exe, os.X_OK)
 
-    def run(self, test, size, iters, window=16, poll="busy", timeout=120):
+    def run(self, test, size, iters, window=16, poll="busy", timeout=120, warmup=None):
         args = ["--ia", self.ia, "--test", test, "--size", str(size), "--iters", str(iters),
                 "--window", str(window), "--poll", poll]
+        if warmup is not None:
+            args += ["--warmup", str(warmup)]
         srv = subprocess.Popen([self.exe, "server"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=self.server_env or self.env, start_new_session=True)
         try:
@@ -135,6 +137,8 @@ def measure(stacks, bench, size, iters):
         m["softrnic-udp (wait)"] = (lambda: sr.run("pingpong", size, iters, poll="wait")) if size == 64 else None
         if size <= 65000:  # one datagram each way
             m["kernel-udp"] = lambda: peer_call("udp_pingpong", stacks["build"], size, iters, "busy")
+            if size == 64:
+                m["kernel-udp (block)"] = lambda: peer_call("udp_pingpong", stacks["build"], size, iters, "block")
             m["udp netdev, no RNIC"] = lambda: udp_netdev_pingpong(stacks["build"], size, iters)
         m["ucx-tcp tag_lat"] = lambda: peer_call("ucx_tag_lat", size, iters)
         m["fi tcp"] = lambda: peer_call("fi_pingpong", "tcp", size, iters)
@@ -183,8 +187,22 @@ def summarize(bench, size, runs_by_stack):
         cpu = [r.get("cpu_us_per_msg", 0) + r.get("server_cpu_us_per_msg", 0) for r in runs if r and "cpu_us_per_msg" in r]
         rows.append((stack, statistics.median(vals), median_of(runs, "p99_us"), median_of(runs, "p999_us"),
                      (min(vals), max(vals)), statistics.median(cpu) if cpu else None))
-    ours = next((row[1] for row in rows if row[0] == "softrnic-udp"), None)
-    return key, [row + ((ours / row[1]) if ours and row[1] else None,) for row in rows]
+    figures = {row[0]: row[1] for row in rows}
+    out = []
+    for row in rows:
+        ours = figures.get(reference(row[0]))
+        out.append(row + ((ours / row[1]) if ours and row[1] and row[0] != reference(row[0]) else None,))
+    return key, out
+
+
+def reference(stack):
+    """The softrnic row a peer's ratio is taken against: the memif rows against softrnic over memif,
+    the blocking rows against softrnic's blocking (dat_evd_wait) row, the rest against softrnic-udp."""
+    if "memif" in stack:
+        return "softrnic-dpdk-memif"
+    if "(wait)" in stack or "(block)" in stack:
+        return "softrnic-udp (wait)"
+    return "softrnic-udp"
 
 
 def print_table(bench, size, key, rows):
@@ -192,12 +210,13 @@ def print_table(bench, size, key, rows):
     title = {"pingpong": "Send/Recv ping-pong round trip", "write_bw": "RDMA Write streaming",
              "read_bw": "RDMA Read streaming", "msgrate": "message rate (Sends, several outstanding)",
              "idle": "a connected pair, idle (both processes; target < 5 %)"}[bench]
-    print(f"\n{title}, {size} B   (softrnic / peer: {'<1 means softrnic is faster' if bench == 'pingpong' else '>1 means softrnic is faster'})")
+    print(f"\n{title}, {size} B   (softrnic / peer, against the softrnic row of the same kind (busy, wait, memif): "
+          f"{'<1 means softrnic is faster' if bench == 'pingpong' else '>1 means softrnic is faster'})")
     print(f"  {'stack':24} {unit + ' p50':>12} {'p99':>10} {'p99.9':>10} {'min-max (run medians)':>24} {'cpu us/msg':>11} {'softrnic/peer':>14}")
     for stack, med, p99, p999, mm, cpu, ratio in rows:
         mmtxt = "-" if mm is None else f"{mm[0]:.1f}-{mm[1]:.1f}"
         digits = 0 if key == "msgs_per_s" else 1
-        rtxt = "-" if ratio is None or stack == "softrnic-udp" else f"{ratio:.2f}x"
+        rtxt = "-" if ratio is None else f"{ratio:.2f}x"
         print(f"  {stack:24} {fmt(med, digits):>12} {fmt(p99):>10} {fmt(p999):>10} {mmtxt:>24} {fmt(cpu, 2):>11} {rtxt:>14}")
     sys.stdout.flush()
 

@@ -58,7 +58,8 @@ class MemifSoftrnic:
             srv, cli = _specs(r.dir, r.tag)
             self.inner.server_env = dict(self.inner.env, SOFTRNIC_NETDEV=srv)
             self.inner.client_env = dict(self.inner.env, SOFTRNIC_NETDEV=cli)
-            return self.inner.run(test, size, iters, window=window, poll=poll, timeout=timeout)
+            # Over memif the first few hundred round trips are slow (tens of us): a longer warm-up.
+            return self.inner.run(test, size, iters, window=window, poll=poll, timeout=timeout, warmup=2000)
 
 
 def run_netdev_pingpong(build, server_spec, client_spec, size, iters, peer=None, timeout=60):

@@ -87,7 +87,7 @@ int client(netdev::Netdev& nd, const netdev::NetAddr& peer, std::size_t size, st
   std::vector<std::uint8_t> buf(nd.max_datagram()), d(size, 0x42);
   std::vector<double> rtt;
   rtt.reserve(iters);
-  const std::size_t warmup = 200;
+  const std::size_t warmup = 2000;  // over memif the first few hundred round trips are slow
   double cpu0 = 0;
   nd.peer_hint(peer, true);  // as the RNIC does for a connected peer
   for (std::size_t i = 0; i < iters + warmup; ++i) {
