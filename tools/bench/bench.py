@@ -152,14 +152,16 @@ def measure(stacks, bench, size, iters):
         if bench == "write_bw":
             m["ucx-tcp put_bw"] = lambda: peer_call("ucx_put_bw", size, iters)
             m["ucx-tcp tag_bw"] = lambda: peer_call("ucx_tag_bw", size, iters)
-            if stacks.get("memif"):
-                m["softrnic-dpdk-memif"] = lambda: stacks["memif"].run(bench, size, iters, window=16)
+        if stacks.get("memif"):
+            m["softrnic-dpdk-memif"] = lambda: stacks["memif"].run(bench, size, iters, window=16)
     elif bench == "idle":
         m["softrnic-udp"] = lambda: sr.run("idle", 0, iters)
     elif bench == "msgrate":
         m["softrnic-udp"] = lambda: sr.run("msgrate", size, iters, window=32)
         m["kernel-udp stream"] = lambda: peer_call("udp_stream", stacks["build"], size, size * iters)
         m["ucx-tcp tag_bw"] = lambda: peer_call("ucx_tag_bw", size, iters)
+        if stacks.get("memif"):
+            m["softrnic-dpdk-memif"] = lambda: stacks["memif"].run("msgrate", size, iters, window=32)
     return {k: v for k, v in m.items() if v is not None}
 
 
