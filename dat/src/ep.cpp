@@ -29,7 +29,7 @@ DAT_RETURN map(Status s) {
   return err(DAT_INTERNAL_ERROR);
 }
 
-DAT_RETURN to_sgl(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_COUNT max, std::vector<Sge>& out) {
+DAT_RETURN to_sgl(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_COUNT max, SgeList& out) {
   if (n < 0 || n > max) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (n > 0 && !iov) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   (void)ep;
@@ -444,14 +444,14 @@ DAT_RETURN ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
   if (flags & ~(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
                 DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG))
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
-  thread_local std::vector<Sge> sgl;
+  SgeList sgl;
   if (DAT_RETURN r = to_sgl(ep, n, iov, ep->attr.max_recv_iov, sgl); r != DAT_SUCCESS) return r;
   if (ep->state == DAT_EP_STATE_DISCONNECTED || ep->state == DAT_EP_STATE_DISCONNECT_PENDING)
     return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED);
   if (ep->srq) return err(DAT_INVALID_STATE);  // its receives come from the SRQ
   if (!ep->qp)
     return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);  // a provider-created EP without PZ and EVDs yet
-  return map(ep->ia->dev->post_recv(ep->qp, RecvWr{cookie.as_64, sgl}));
+  return map(ep->ia->dev->post_recv(ep->qp, RecvWr{cookie.as_64, {sgl.data(), sgl.size()}}));
 }
 
 namespace {
@@ -465,13 +465,13 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
   if (flags & ~(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
                 DAT_COMPLETION_BARRIER_FENCE_FLAG))
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
-  thread_local std::vector<Sge> sgl;
+  SgeList sgl;
   if (DAT_RETURN r = to_sgl(ep, n, iov, ep->attr.max_request_iov, sgl); r != DAT_SUCCESS) return r;
   if (ep->state != DAT_EP_STATE_CONNECTED || !ep->qp) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
   SendWr wr;
   wr.wr_id = cookie.as_64;
   wr.opcode = op;
-  wr.sgl = sgl;
+  wr.sgl = {sgl.data(), sgl.size()};
   wr.signaled = !(flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG));
   wr.invalidate_stag = invalidate_stag;
   wr.fence = (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) != 0;

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <atomic>
+#include <boost/container/small_vector.hpp>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -22,9 +23,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "softrnic/ring.hpp"
 #include "softrnic/rnic.hpp"
 
 namespace softrnic::dat {
+
+// A work request's local buffers as the provider collects them: on the stack for the usual few.
+using SgeList = boost::container::small_vector<Sge, 8>;
 
 enum class Kind : std::uint8_t { ia, pz, lmr, evd, cno, ep, psp, cr, srq, rsp, rmr };
 
@@ -137,7 +142,7 @@ struct Evd : Obj {
     DAT_EVENT ev;
     softrnic::Srq* srq = nullptr;
   };
-  std::deque<Queued> q;
+  Ring<Queued> q;
   // Where drain() takes completions off the CQ (under mu): made once, not per poll (64 Wc
   // constructed per dat_evd_dequeue were ~3.5 KB of stores on every spin of a polling consumer).
   std::array<Wc, 32> wc_scratch;

@@ -57,11 +57,10 @@ DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DA
   if (!so) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
   if (n < 0 || n > so->max_recv_iov) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (n > 0 && !iov) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-  thread_local std::vector<Sge> sgl;
-  sgl.clear();
+  SgeList sgl;
   for (DAT_COUNT i = 0; i < n; ++i)
     sgl.push_back(Sge{iov[i].lmr_context, iov[i].virtual_address, iov[i].segment_length});
-  switch (so->ia->dev->post_srq_recv(so->srq, RecvWr{cookie.as_64, sgl})) {
+  switch (so->ia->dev->post_srq_recv(so->srq, RecvWr{cookie.as_64, {sgl.data(), sgl.size()}})) {
     case Status::ok: return DAT_SUCCESS;
     case Status::insufficient_resources: return err(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
     case Status::protection_violation: return err(DAT_PROTECTION_VIOLATION);

@@ -15,6 +15,7 @@
 
 #include "mr_table.hpp"
 #include "rx_window.hpp"
+#include "softrnic/ring.hpp"
 #include "softrnic/rnic.hpp"
 
 namespace softrnic {
@@ -25,7 +26,7 @@ inline constexpr std::uint32_t kNoWatermark = ~std::uint32_t{0};
 
 struct Cq {
   std::mutex mu;  // guards q (poll_cq runs without the device lock)
-  std::deque<Wc> q;
+  Ring<Wc> q;
   std::atomic<std::size_t> size{0};  // q.size(), readable without mu: an empty poll takes no lock
   std::uint32_t depth = 0;
   std::uint64_t overflows = 0;
@@ -224,8 +225,8 @@ struct Qp {
   // Reliable sequenced stream, send side.
   std::uint32_t snd_nxt = 0;
   std::uint32_t snd_una = 0;
-  std::deque<SeqFrame> inflight;  // sent, not acknowledged
-  std::deque<SeqFrame> backlog;   // waiting for window
+  Ring<SeqFrame> inflight;  // sent, not acknowledged
+  Ring<SeqFrame> backlog;   // waiting for window
   std::size_t inflight_bytes = 0;
   bool local_error = false;  // a payload region vanished during transmission
   std::chrono::microseconds rto{0};
