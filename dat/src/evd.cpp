@@ -61,6 +61,33 @@ void report_overflow(Ia* ia, Evd* evd, bool pending) {
   if (pending && ia->async_evd.load() != evd) post_async(ia, DAT_ASYNC_ERROR_EVD_OVERFLOW, evd, DAT_EVD_OVERFLOW_ERROR);
 }
 
+// The DAT event of one completion; the SRQ whose buffer it used, if any. Caller holds evd.mu.
+softrnic::Srq* to_event(Evd& evd, const Wc& wc, DAT_EVENT& ev) {
+  std::memset(&ev, 0, sizeof ev);
+  ev.evd_handle = &evd;
+  if (wc.opcode == WcOpcode::bind) {
+    ev.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
+    auto& b = ev.event_data.rmr_completion_event_data;
+    b.status = map_status(wc.status);
+    std::lock_guard bl(evd.ia->bind_mu);
+    if (auto it = evd.ia->binds.find(wc.wr_id); it != evd.ia->binds.end()) {
+      b.rmr_handle = it->second.first;
+      b.user_cookie = it->second.second;
+      evd.ia->binds.erase(it);
+    }
+    return nullptr;
+  }
+  ev.event_number = DAT_DTO_COMPLETION_EVENT;
+  auto& d = ev.event_data.dto_completion_event_data;
+  d.ep_handle = static_cast<Ep*>(wc.qp_context);
+  d.user_cookie.as_64 = wc.wr_id;
+  d.status = map_status(wc.status);
+  d.transfered_length = wc.byte_len;
+  d.operation = map_op(wc.opcode);
+  d.rmr_context = wc.invalidated_stag;  // a Send with Invalidate's window
+  return wc.srq;
+}
+
 // Moves the CQ's completions into the EVD's queue as DAT events. Caller holds evd.mu.
 void drain(Evd& evd) {
   if (!evd.cq) return;
@@ -68,31 +95,8 @@ void drain(Evd& evd) {
   for (;;) {
     const std::size_t n = evd.ia->dev->poll_cq(evd.cq, wc);
     for (std::size_t i = 0; i < n; ++i) {
-      DAT_EVENT ev;
-      std::memset(&ev, 0, sizeof ev);
-      ev.evd_handle = &evd;
-      if (wc[i].opcode == WcOpcode::bind) {
-        ev.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
-        auto& b = ev.event_data.rmr_completion_event_data;
-        b.status = map_status(wc[i].status);
-        std::lock_guard bl(evd.ia->bind_mu);
-        if (auto it = evd.ia->binds.find(wc[i].wr_id); it != evd.ia->binds.end()) {
-          b.rmr_handle = it->second.first;
-          b.user_cookie = it->second.second;
-          evd.ia->binds.erase(it);
-        }
-        evd.q.push_back({ev, nullptr});
-        continue;
-      }
-      ev.event_number = DAT_DTO_COMPLETION_EVENT;
-      auto& d = ev.event_data.dto_completion_event_data;
-      d.ep_handle = static_cast<Ep*>(wc[i].qp_context);
-      d.user_cookie.as_64 = wc[i].wr_id;
-      d.status = map_status(wc[i].status);
-      d.transfered_length = wc[i].byte_len;
-      d.operation = map_op(wc[i].opcode);
-      d.rmr_context = wc[i].invalidated_stag;  // a Send with Invalidate's window
-      evd.q.push_back({ev, wc[i].srq});
+      Evd::Queued& e = evd.q.emplace_back();
+      e.srq = to_event(evd, wc[i], e.ev);
     }
     if (n < std::size(wc)) break;
   }
@@ -233,9 +237,20 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
       std::lock_guard el(evd->mu);
       // A blocked waiter owns the EVD.
       if (evd->waiter) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+      // Nothing queued and one completion: it goes straight into *ev (the usual case of a consumer
+      // that polls). With more behind it, all go through the queue, which counts an overflow.
+      if (evd->q.empty() && evd->cq && evd->ia->dev->poll_cq(evd->cq, {evd->wc_scratch.data(), 1}) == 1) {
+        if (evd->ia->dev->cq_empty(evd->cq)) {
+          reaped = to_event(*evd, evd->wc_scratch[0], *ev);
+          got = true;
+        } else {
+          Evd::Queued& e = evd->q.emplace_back();
+          e.srq = to_event(*evd, evd->wc_scratch[0], e.ev);
+        }
+      }
       drain(*evd);
       overflow = std::exchange(evd->overflow_pending, false);
-      if (!evd->q.empty()) {
+      if (!got && !evd->q.empty()) {
         reaped = take_front(*evd, ev);
         got = true;
       }

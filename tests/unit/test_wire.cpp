@@ -2,6 +2,7 @@
 // reference capture ../shared/tools/wirecheck/captures/ddp_udp.pcap (frames 1-3, built by
 // rdmawire.py), plus our own framing.
 #include <gtest/gtest.h>
+#include <isa-l/crc.h>
 
 #include <cstring>
 #include <string>
@@ -59,6 +60,25 @@ TEST(Crc32c, IncrementalEqualsOneShot) {
   c.update(std::span(d).subspan(3, 500));
   c.update(std::span(d).subspan(503));
   EXPECT_EQ(c.value(), crc32c(d));
+}
+
+// Small buffers take the CPU's instruction inline, larger ones ISA-L: both give ISA-L's answer
+// at every length and alignment around the switch, one-shot and in pieces.
+TEST(Crc32c, InlinePathAgreesWithIsaL) {
+  std::vector<std::uint8_t> d(700);
+  std::uint32_t x = 12345;
+  for (auto& b : d) b = static_cast<std::uint8_t>((x = x * 1103515245u + 12345u) >> 24);
+  for (std::size_t off = 0; off < 8; ++off) {
+    for (std::size_t len = 0; len + off <= d.size(); len += (len < 300 ? 1 : 37)) {
+      const auto* p = d.data() + off;
+      const std::uint32_t want = ~crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(len), 0xFFFFFFFFu);
+      ASSERT_EQ(crc32c({p, len}), want) << "len " << len << " offset " << off;
+      Crc32c c;
+      c.update({p, len / 3});
+      c.update({p + len / 3, len - len / 3});
+      ASSERT_EQ(c.value(), want) << "in two pieces, len " << len;
+    }
+  }
 }
 
 TEST(Ddp, ReferenceCaptureCrcs) {
