@@ -288,6 +288,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
   std::unique_lock el(evd->mu);
   DAT_RETURN ret;
   softrnic::Srq* reaped = nullptr;
+  bool another_drives = false;
   for (;;) {
     drain(*evd);
     if (evd->dead) {  // freed, or its IA closed, under the waiter
@@ -319,12 +320,20 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
     const auto chunk = infinite ? kMaxDriveChunk
                                 : std::min<std::chrono::microseconds>(
                                       kMaxDriveChunk, std::chrono::ceil<std::chrono::microseconds>(deadline - now));
-    evd->driving = true;
-    el.unlock();
-    const bool drove = dev->wait_progress(chunk);
-    el.lock();
-    evd->driving = false;
-    if (drove) continue;
+    if (!another_drives) {
+      evd->driving = true;
+      el.unlock();
+      const bool drove = dev->wait_progress(chunk);
+      el.lock();
+      evd->driving = false;
+      // Either way look again before sleeping: while the lock was released an event may have
+      // come, and its signal found no one on cv.
+      another_drives = !drove;
+      continue;
+    }
+    // Another thread drives the engine: sleep on cv (checked above with the lock held since),
+    // and try to drive again after.
+    another_drives = false;
     if (infinite) {
       evd->cv.wait(el);
     } else {

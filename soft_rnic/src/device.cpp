@@ -80,7 +80,7 @@ constexpr std::chrono::microseconds kMaxRto{500000};
 // How long the ack of a lone in-order frame waits for outgoing data to carry it.
 constexpr std::chrono::microseconds kAckDelay{100};
 // The longest the progress thread sleeps at once while a consumer drives the engine.
-constexpr std::chrono::microseconds kConsumerPollGrace{500};
+constexpr std::chrono::microseconds kConsumerPollGrace{2000};
 // ... while a consumer blocked in dat_evd_wait drives it (it may block for long: the thread
 // checks less often, and takes over at most this late once the consumer stops; under the RTO
 // floor, so a peer does not retransmit for it).

@@ -289,7 +289,7 @@ class Device {
   // polls for a moment before it blocks passes that moment). False when the round received
   // nothing (so a poller need not look at its queues again); true when it did, or when another
   // thread was running the engine.
-  virtual bool progress(std::chrono::microseconds drive_for = std::chrono::microseconds(500)) = 0;
+  virtual bool progress(std::chrono::microseconds drive_for = std::chrono::microseconds(2000)) = 0;
   // For a consumer that blocks (dat_evd_wait): the caller becomes the thread that drives the
   // engine while it waits, instead of sleeping until the progress thread wakes it (one thread
   // hand-off per message instead of two). Blocks in the netdev until a frame may be ready, a
