@@ -243,8 +243,7 @@ class DpdkNetdev final : public Netdev {
       }
       const auto now = Clock::now();
       if (now >= deadline) return;
-      const bool busy =
-          rte_get_tsc_cycles() - last_rx_tsc_.load(std::memory_order_relaxed) < tsc_per_ms_ * kBusyWindow.count();
+      const bool busy = within(last_rx_tsc_.load(std::memory_order_relaxed), kBusyWindow);
       if (now - start < (busy ? kSpinBusy : kSpinIdle)) {
         std::this_thread::yield();
         continue;
@@ -556,8 +555,7 @@ class DpdkNetdev final : public Netdev {
     while (stash_pos_ < stash_n_) rte_pktmbuf_free(stash_[stash_pos_++]);
     // Frames just handed to the port may still sit in its ring (memif: in memory the peer reads
     // later, gone when the port closes): give the peer a moment after recent traffic.
-    if (started_ && last_tx_tsc_ && rte_get_tsc_cycles() - last_tx_tsc_ < tsc_per_ms_ * kCloseDrain.count())
-      std::this_thread::sleep_for(kCloseDrain);
+    if (started_ && last_tx_tsc_ && within(last_tx_tsc_, kCloseDrain)) std::this_thread::sleep_for(kCloseDrain);
     if (port_configured_) {
       if (started_) rte_eth_dev_stop(port_);
       rte_eth_dev_close(port_);
@@ -597,12 +595,17 @@ class DpdkNetdev final : public Netdev {
   static unsigned long long ull(const std::atomic<std::uint64_t>& v) { return v.load(); }
   static unsigned long long ull(std::uint64_t v) { return v; }
 
+  // Whether the TSC reading `then` is less than `d` ago (the TSC, not the clock: readings are taken
+  // for every burst, and a clock read costs ~35 ns here).
+  bool within(std::uint64_t then, std::chrono::milliseconds d) const {
+    return rte_get_tsc_cycles() - then < tsc_per_ms_ * static_cast<std::uint64_t>(d.count());
+  }
+
   // ---- datapath (io_mu_ held) ----
   bool poll_locked() {
     stash_pos_ = 0;
     stash_n_ = rte_eth_rx_burst(port_, 0, stash_, kBurst);
     if (stash_n_ == 0) return false;
-    // (the TSC, not the clock: this runs for every burst, and a clock read costs ~35 ns here)
     last_rx_tsc_.store(rte_get_tsc_cycles(), std::memory_order_relaxed);
     return true;
   }

@@ -36,6 +36,38 @@ constexpr std::size_t kMaxConnectedPeers = 4;
 // peers' in turn, and the main socket (new peers, connection requests) every kMainEvery calls.
 constexpr std::uint32_t kMainEvery = 8;
 
+sockaddr_in to_sockaddr(const NetAddr& a) {
+  sockaddr_in s{};
+  s.sin_family = AF_INET;
+  s.sin_addr.s_addr = htonl(a.ip);
+  s.sin_port = htons(a.port);
+  return s;
+}
+
+NetAddr from_sockaddr(const sockaddr_in& s) {
+  return NetAddr{ntohl(s.sin_addr.s_addr), ntohs(s.sin_port)};
+}
+
+// As root, SO_*BUFFORCE passes net.core.[rw]mem_max; otherwise the kernel caps the request.
+void set_buffers(int fd, int bytes) {
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0)
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+}
+
+// The non-empty pieces of a frame as iovecs (at most 3); how many.
+std::size_t frame_iov(const TxFrame& f, iovec* iov) {
+  std::size_t k = 0;
+  for (auto part : {f.head, f.body, f.tail}) {
+    if (part.empty()) continue;
+    iov[k].iov_base = const_cast<std::uint8_t*>(part.data());
+    iov[k].iov_len = part.size();
+    ++k;
+  }
+  return k;
+}
+
 class UdpNetdev final : public Netdev {
  public:
   UdpNetdev(std::size_t max_dgram) : socket_(io_), max_dgram_(max_dgram) {
@@ -75,13 +107,9 @@ class UdpNetdev final : public Netdev {
       return false;
     }
     socket_.non_blocking(true, ec);
-    // As root, SO_*BUFFORCE passes net.core.[rw]mem_max; otherwise the kernel caps the request.
     const int want = static_cast<int>(cfg.socket_buffer);
     const int fd = socket_.native_handle();
-    if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof want) != 0)
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want);
-    if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &want, sizeof want) != 0)
-      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+    set_buffers(fd, want);
     int got = 0;
     socklen_t gl = sizeof got;
     ::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &gl);
@@ -128,26 +156,15 @@ class UdpNetdev final : public Netdev {
       // per datagram on the latency path).
       std::array<mmsghdr, kBurst> msgs;
       std::array<iovec, 3 * kBurst> iov;
-      sockaddr_in dst{};
-      dst.sin_family = AF_INET;
-      dst.sin_addr.s_addr = htonl(to.ip);
-      dst.sin_port = htons(to.port);
+      sockaddr_in dst = to_sockaddr(to);
       for (std::size_t i = 0; i < n; ++i) {
-        const TxFrame& f = frames[done + i];
         std::memset(&msgs[i], 0, sizeof msgs[i]);
-        std::size_t k = 0;
-        for (auto part : {f.head, f.body, f.tail}) {
-          if (part.empty()) continue;
-          iov[3 * i + k].iov_base = const_cast<std::uint8_t*>(part.data());
-          iov[3 * i + k].iov_len = part.size();
-          ++k;
-        }
         if (!peer) {
           msgs[i].msg_hdr.msg_name = &dst;
           msgs[i].msg_hdr.msg_namelen = sizeof dst;
         }
         msgs[i].msg_hdr.msg_iov = &iov[3 * i];
-        msgs[i].msg_hdr.msg_iovlen = k;
+        msgs[i].msg_hdr.msg_iovlen = frame_iov(frames[done + i], &iov[3 * i]);
       }
       const int r = ::sendmmsg(peer ? peer->fd : socket_.native_handle(), msgs.data(), static_cast<unsigned>(n), 0);
       if (r <= 0) {
@@ -250,22 +267,14 @@ class UdpNetdev final : public Netdev {
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     const int one = 1;
-    sockaddr_in me{}, to{};
-    me.sin_family = to.sin_family = AF_INET;
-    me.sin_addr.s_addr = htonl(local_.ip);
-    me.sin_port = htons(local_.port);
-    to.sin_addr.s_addr = htonl(peer.ip);
-    to.sin_port = htons(peer.port);
+    const sockaddr_in me = to_sockaddr(local_), to = to_sockaddr(peer);
     if (::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
         ::bind(fd, reinterpret_cast<const sockaddr*>(&me), sizeof me) != 0 ||
         ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) {
       ::close(fd);
       return -1;
     }
-    if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &socket_buffer_, sizeof socket_buffer_) != 0)
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &socket_buffer_, sizeof socket_buffer_);
-    if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &socket_buffer_, sizeof socket_buffer_) != 0)
-      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &socket_buffer_, sizeof socket_buffer_);
+    set_buffers(fd, socket_buffer_);
     return fd;
   }
 
@@ -273,31 +282,21 @@ class UdpNetdev final : public Netdev {
   // sendmsg. False when the socket is full (the caller stops there).
   bool send_one(const TxFrame& f, const Peer* peer) {
     const int fd = peer ? peer->fd : socket_.native_handle();
-    sockaddr_in dst{};
-    dst.sin_family = AF_INET;
-    dst.sin_addr.s_addr = htonl(f.to.ip);
-    dst.sin_port = htons(f.to.port);
+    const sockaddr_in dst = to_sockaddr(f.to);
     const auto* name = peer ? nullptr : reinterpret_cast<const sockaddr*>(&dst);
     const socklen_t namelen = peer ? 0 : sizeof dst;
     const std::size_t size = f.size();
     ssize_t r;
+    std::array<iovec, 3> iov;
+    const std::size_t k = frame_iov(f, iov.data());
     if (size <= tx_gather_.size()) {
       std::size_t at = 0;
-      for (auto part : {f.head, f.body, f.tail}) {
-        if (part.empty()) continue;
-        std::memcpy(tx_gather_.data() + at, part.data(), part.size());
-        at += part.size();
+      for (std::size_t i = 0; i < k; ++i) {
+        std::memcpy(tx_gather_.data() + at, iov[i].iov_base, iov[i].iov_len);
+        at += iov[i].iov_len;
       }
       r = ::sendto(fd, tx_gather_.data(), size, 0, name, namelen);
     } else {
-      std::array<iovec, 3> iov;
-      std::size_t k = 0;
-      for (auto part : {f.head, f.body, f.tail}) {
-        if (part.empty()) continue;
-        iov[k].iov_base = const_cast<std::uint8_t*>(part.data());
-        iov[k].iov_len = part.size();
-        ++k;
-      }
       msghdr m{};
       m.msg_name = const_cast<sockaddr*>(name);
       m.msg_namelen = namelen;
@@ -340,15 +339,7 @@ class UdpNetdev final : public Netdev {
           ::recvfrom(fd, out[0].buf, out[0].cap, MSG_DONTWAIT | MSG_TRUNC, reinterpret_cast<sockaddr*>(&src), &sl);
       if (r < 0) return 0;
       rx_single_ = false;
-      if (static_cast<std::size_t>(r) > out[0].cap) {
-        stats_.rx_truncated++;
-        return 0;
-      }
-      out[0].len = static_cast<std::size_t>(r);
-      out[0].from = NetAddr{ntohl(src.sin_addr.s_addr), ntohs(src.sin_port)};
-      stats_.rx_frames++;
-      stats_.rx_bytes += static_cast<std::uint64_t>(r);
-      return 1;
+      return deliver(out[0], static_cast<std::size_t>(r), static_cast<std::size_t>(r) > out[0].cap, src) ? 1 : 0;
     }
     const std::size_t n = out.size();
     // The headers live in the netdev, wired once (rx_burst is called from one thread at a time,
@@ -369,18 +360,23 @@ class UdpNetdev final : public Netdev {
     std::size_t got = 0;
     for (int i = 0; i < r; ++i) {
       const auto& m = msgs[static_cast<std::size_t>(i)];
-      if (m.msg_hdr.msg_flags & MSG_TRUNC) {
-        stats_.rx_truncated++;
-        continue;
-      }
-      RxFrame& f = out[got++];
-      f.len = m.msg_len;
-      f.from = NetAddr{ntohl(from[static_cast<std::size_t>(i)].sin_addr.s_addr),
-                       ntohs(from[static_cast<std::size_t>(i)].sin_port)};
-      stats_.rx_frames++;
-      stats_.rx_bytes += m.msg_len;
+      if (deliver(out[got], m.msg_len, m.msg_hdr.msg_flags & MSG_TRUNC, from[static_cast<std::size_t>(i)])) ++got;
     }
     return got;
+  }
+
+  // Fills `f` with a datagram of `len` bytes from `src` that arrived in its buffer (false, and
+  // counted, when it did not fit).
+  bool deliver(RxFrame& f, std::size_t len, bool truncated, const sockaddr_in& src) {
+    if (truncated) {
+      stats_.rx_truncated++;
+      return false;
+    }
+    f.len = len;
+    f.from = from_sockaddr(src);
+    stats_.rx_frames++;
+    stats_.rx_bytes += len;
+    return true;
   }
 
   std::size_t rx_buffer_ = 0;

@@ -79,12 +79,11 @@ constexpr std::chrono::seconds kReqLinger{10};
 constexpr std::chrono::microseconds kMaxRto{500000};
 // How long the ack of a lone in-order frame waits for outgoing data to carry it.
 constexpr std::chrono::microseconds kAckDelay{100};
-// The longest the progress thread sleeps at once while a consumer drives the engine.
+// The longest the progress thread sleeps at once while a consumer drives the engine (busy polling
+// or blocked in dat_evd_wait), and so the latest it takes over once the consumer stops: under the
+// RTO floor, so a peer does not retransmit for it. Shorter, its wake-ups preempt the consumers
+// that spin on two cores.
 constexpr std::chrono::microseconds kConsumerPollGrace{2000};
-// ... while a consumer blocked in dat_evd_wait drives it (it may block for long: the thread
-// checks less often, and takes over at most this late once the consumer stops; under the RTO
-// floor, so a peer does not retransmit for it).
-constexpr std::chrono::microseconds kDriverCheck{2000};
 // How often the connection and retransmission timers are scanned, at most.
 constexpr std::chrono::microseconds kTimerScan{100};
 constexpr std::size_t kRxBurst = 32;
@@ -1017,8 +1016,7 @@ class DeviceImpl final : public Device {
             Clock::time_point(std::chrono::nanoseconds(consumer_until_ns_.load(std::memory_order_relaxed)));
         const auto now = Clock::now();
         if (now < until) {
-          const auto chunk = driver_.load(std::memory_order_relaxed) ? kDriverCheck : kConsumerPollGrace;
-          std::this_thread::sleep_for(std::min<Clock::duration>(until - now, chunk));
+          std::this_thread::sleep_for(std::min<Clock::duration>(until - now, kConsumerPollGrace));
           continue;
         }
         nd_->wait_rx(next_wait());
@@ -1814,7 +1812,7 @@ class DeviceImpl final : public Device {
   std::vector<ConnRequest*> reqs_;
   std::vector<Qp*> ack_list_;
   std::vector<Qp*> delayed_acks_;                   // QPs whose lone in-order frame waits for a reply to carry its ack
-  std::atomic<bool> driver_{false};  // a consumer drives the engine in wait_progress
+  std::atomic<bool> driver_{false};                 // a consumer drives the engine in wait_progress
   std::atomic<std::int64_t> consumer_until_ns_{0};  // a consumer drives the engine until then (steady clock, ns)
   Clock::time_point last_timer_scan_{};
   std::vector<Linger> lingers_;
