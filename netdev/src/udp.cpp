@@ -360,7 +360,14 @@ class UdpNetdev final : public Netdev {
     std::size_t got = 0;
     for (int i = 0; i < r; ++i) {
       const auto& m = msgs[static_cast<std::size_t>(i)];
-      if (deliver(out[got], m.msg_len, m.msg_hdr.msg_flags & MSG_TRUNC, from[static_cast<std::size_t>(i)])) ++got;
+      const auto idx = static_cast<std::size_t>(i);
+      // Datagram i is in out[i]'s buffer; after a dropped one, it moves up to out[got], buffer
+      // and all (the caller's buffers are interchangeable).
+      if (got != idx) {
+        std::swap(out[got].buf, out[idx].buf);
+        std::swap(out[got].cap, out[idx].cap);
+      }
+      if (deliver(out[got], m.msg_len, m.msg_hdr.msg_flags & MSG_TRUNC, from[idx])) ++got;
     }
     return got;
   }

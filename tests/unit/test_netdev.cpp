@@ -320,3 +320,36 @@ TEST(Netdev, UdpPeerHintConnectsASocketAndEveryPeerIsStillHeard) {
   ASSERT_EQ(recv_some(*a, got, from), 1u);
   EXPECT_EQ(from, b->local_addr());
 }
+
+// A datagram too large for its buffer is dropped and counted; the datagrams received in the same
+// burst after it are delivered each with its own bytes, length and sender.
+TEST(Netdev, UdpTruncatedDatagramDoesNotShiftTheRestOfABurst) {
+  NetdevConfig c;
+  c.kind = "udp";
+  c.port = 7700;
+  std::string e;
+  auto a = make_netdev(c, e), b = make_netdev(c, e);
+  ASSERT_TRUE(a && b) << e;
+  // One datagram first: after it the netdev reads in bursts.
+  const std::uint8_t first[] = {1};
+  const TxFrame f0{b->local_addr(), first, {}, {}};
+  ASSERT_EQ(a->tx_burst({&f0, 1}), 1u);
+  std::vector<std::vector<std::uint8_t>> got;
+  NetAddr from;
+  ASSERT_EQ(recv_some(*b, got, from), 1u);
+
+  const std::vector<std::uint8_t> big(600, 0xEE), small1(40, 0x11), small2(50, 0x22);
+  for (const auto* d : {&big, &small1, &small2}) {
+    const TxFrame f{b->local_addr(), *d, {}, {}};
+    ASSERT_EQ(a->tx_burst({&f, 1}), 1u);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // all three queued
+  std::array<std::array<std::uint8_t, 300>, 3> bufs{};
+  std::array<RxFrame, 3> out;
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = RxFrame{{}, bufs[i].data(), bufs[i].size(), 0};
+  ASSERT_EQ(b->rx_burst(out), 2u) << "the 600-byte datagram does not fit 300 bytes";
+  EXPECT_EQ(b->stats().rx_truncated, 1u);
+  EXPECT_EQ(std::vector<std::uint8_t>(out[0].buf, out[0].buf + out[0].len), small1);
+  EXPECT_EQ(std::vector<std::uint8_t>(out[1].buf, out[1].buf + out[1].len), small2);
+  EXPECT_EQ(out[0].from, a->local_addr());
+}

@@ -99,6 +99,8 @@ class Netdev {
   // Sends up to frames.size() datagrams; returns how many were accepted. Never blocks.
   virtual std::size_t tx_burst(std::span<const TxFrame> frames) = 0;
   // Receives up to out.size() datagrams into the callers' buffers; returns how many. Never blocks.
+  // A backend may exchange the buffers (buf and cap) among the entries: each entry still names one
+  // of the buffers given, the first ones filled.
   virtual std::size_t rx_burst(std::span<RxFrame> out) = 0;
   // Blocks until a datagram may be ready, wake() is called, or the timeout passes.
   virtual void wait_rx(std::chrono::microseconds timeout) = 0;
