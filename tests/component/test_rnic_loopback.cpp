@@ -598,6 +598,15 @@ TEST_F(HoldingPair, ReadFenceHoldsLaterRequestsUntilEarlierReadsComplete) {
   std::fill(a.buf.begin() + 1000, a.buf.begin() + 1064, std::uint8_t{0x22});
   std::fill(a.buf.begin() + 2000, a.buf.begin() + 2064, std::uint8_t{0x33});
   b.hold->set_holding(true);
+  // Frames b has taken in (retransmissions aside). b counts and places a frame in one hold of its
+  // device lock, and qp_counters takes that lock: once the count covers a frame, reading what it
+  // placed is ordered after the placement. (Reading the buffer while a placement may be under way
+  // would be a data race: ThreadSanitizer caught an earlier version of this test doing so.)
+  const auto taken_in = [&] {
+    const QpCounters c = b.dev->qp_counters(b.qp);
+    return c.rx_frames - c.rx_duplicates - c.rx_beyond_window;
+  };
+  const std::uint64_t before = taken_in();
   const Sge sink = a.sge(0, 64), src1 = a.sge(1000, 64), src2 = a.sge(2000, 64);
   ASSERT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::rdma_read, {&sink, 1}, key, b.addr(0)}), Status::ok);
   // Without a fence a Write goes at once, ahead of the read's completion ...
@@ -606,16 +615,16 @@ TEST_F(HoldingPair, ReadFenceHoldsLaterRequestsUntilEarlierReadsComplete) {
   SendWr fenced{3, SendOpcode::rdma_write, {&src2, 1}, key, b.addr(8192)};
   fenced.fence = true;
   ASSERT_EQ(a.dev->post_send(a.qp, fenced), Status::ok);
-  // b places under its device lock: taking that lock (qp_counters) orders our reads after its
-  // placements.
   const auto placed = [&](std::size_t off) {
     b.dev->qp_counters(b.qp);
     return b.buf[off];
   };
   const auto until = std::chrono::steady_clock::now() + 5s;
-  while (placed(4096) != 0x22 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  while (taken_in() < before + 2 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(taken_in(), before + 2) << "b takes in the Read Request and the unfenced Write";
   EXPECT_EQ(placed(4096), 0x22) << "the unfenced Write is placed while the read is outstanding";
   std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(taken_in(), before + 2) << "the fenced Write is not sent before the read completed";
   EXPECT_EQ(placed(8192), 0) << "the fenced Write did not start before the read completed";
   release_b();
   Wc wc;
