@@ -987,6 +987,7 @@ class DeviceImpl final : public Device {
     qp.disc_rx_pending = false;
     qp.rto = cfg_.initial_rto;
     qp.srtt_us = qp.rttvar_us = 0;
+    qp.rto_probe = {};
   }
 
   void terminate(Qp& qp, w::TermLayer layer, std::uint8_t etype, std::uint8_t code, std::string reason) {
@@ -1140,17 +1141,26 @@ class DeviceImpl final : public Device {
       // (RACK) a frame sent after it was delivered more than a reordering window ago relative to
       // its own send time, or it has been out longer than the RTO. A frame merely overtaken by
       // later ones within the reordering window is left alone.
-      bool timed_out = false, exhausted = false;
+      // The RTO alone resends one frame, the oldest, as a probe (RFC 8985's RTO recovery, F-RTO's
+      // caution): if the peer had everything and only the acks were late (a stalled host), its
+      // ack covers the whole window and nothing else is resent; if frames were lost, the probe's
+      // delivery marks those sent before it lost (RACK) and they go at once. The rest's timer
+      // restarts at the probe.
+      bool timed_out = false, exhausted = false, probed = false;
       const auto reo_wnd = std::max(
           {kMinReorderWindow, qp.reo_wnd, std::chrono::microseconds(static_cast<std::int64_t>(qp.srtt_us / 4))});
       for (SeqFrame& f : qp.inflight) {
         if (f.sacked) continue;
         const bool rack_lost = f.sent < qp.rack_sent && now - f.sent >= qp.rack_rtt + reo_wnd;
-        const bool rto_expired = now - f.sent >= qp.rto;
+        const bool rto_expired = now - std::max(f.sent, qp.rto_probe) >= qp.rto;
         if (!rack_lost && !rto_expired) continue;
         if (rack_lost && !rto_expired) {
           qp.ctr.rack_retransmits++;
         } else {
+          if (!rack_lost) {
+            if (probed) continue;
+            probed = true;
+          }
           timed_out = true;
         }
         if (++f.retries > cfg_.retry_limit) {
@@ -1177,6 +1187,7 @@ class DeviceImpl final : public Device {
         }
         continue;
       }
+      if (probed) qp.rto_probe = now;
       if (timed_out) qp.rto = std::min(qp.rto * 2, kMaxRto);  // back off until a fresh sample
     }
     for (Linger& l : lingers_) {

@@ -235,6 +235,7 @@ struct Qp {
   std::chrono::microseconds rack_rtt{0};
   std::chrono::microseconds min_rtt{0};
   std::chrono::microseconds reo_wnd{0};  // widened after a spurious retransmission
+  Clock::time_point rto_probe{};         // when the RTO last fired (the timer of the rest restarts there)
   std::uint32_t disc_seq = 0;            // sequence after our disconnect frame
 
   // Receive side.
