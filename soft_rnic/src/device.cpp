@@ -1322,6 +1322,12 @@ class DeviceImpl final : public Device {
     // (Karn). Taking the slowest, not the newest, lets a frame held back by reordering raise
     // RTTVAR, so reordering alone does not make the RTO fire.
     std::chrono::microseconds slowest{-1};
+    // RACK from a resent frame only when this ack covers no frame sent once: an ack that also
+    // covers originals may well be for the resent frame's original too (acks held up past the
+    // RTO), and taking the resend's time would mark everything sent before it lost.
+    bool covers_original = false;
+    Clock::time_point resent_sent{};
+    std::chrono::microseconds resent_rtt{0};
     for (SeqFrame& f : qp.inflight) {
       bool covered = seq_lt(f.seq, ack);
       for (const SackBlock& b : sack)
@@ -1339,12 +1345,22 @@ class DeviceImpl final : public Device {
           qp.reo_wnd = std::min(std::max(qp.reo_wnd * 2, kMinReorderWindow * 2), kMaxReorderWindow);
         }
         // RACK: the latest send time known delivered, and that frame's round trip.
-        if (f.sent > qp.rack_sent) {
-          qp.rack_sent = f.sent;
-          qp.rack_rtt = rtt;
+        if (!f.retransmitted) {
+          covers_original = true;
+          if (f.sent > qp.rack_sent) {
+            qp.rack_sent = f.sent;
+            qp.rack_rtt = rtt;
+          }
+        } else if (f.sent > resent_sent && rtt >= qp.min_rtt) {
+          resent_sent = f.sent;
+          resent_rtt = rtt;
         }
         f.sacked = true;
       }
+    }
+    if (!covers_original && resent_sent > qp.rack_sent) {
+      qp.rack_sent = resent_sent;
+      qp.rack_rtt = resent_rtt;
     }
     if (slowest.count() >= 0) rtt_sample(qp, slowest);
     if (!seq_lt(qp.snd_una, ack)) return;  // no new cumulative progress
