@@ -218,6 +218,16 @@ static softrnic::Srq* take_front(Evd& evd, DAT_EVENT* ev) {
   return srq;
 }
 
+// How long a consumer that polls this EVD says it will go on polling (Device::progress): the
+// progress thread leaves the engine to it meanwhile. An EVD with a CNO has an event-driven
+// consumer, which dequeues until the EVD is empty and then blocks on the CNO (dat_cno_wait or its
+// file descriptor): the engine must not wait for it, or each message that comes while it blocks
+// waits up to the whole announcement (2 ms: the ping-pong median of such a consumer was 153 us and
+// its p99 2.2 ms). So it announces nothing.
+static std::chrono::microseconds announce(const Evd& evd) {
+  return evd.cno.load(std::memory_order_relaxed) ? std::chrono::microseconds(0) : std::chrono::microseconds(2000);
+}
+
 DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
   std::lock_guard lk(api_mutex());
   Evd* evd = get<Evd>(h, Kind::evd);
@@ -228,7 +238,7 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
     // here finds nothing most of the time).
     if (!evd->waiter.load(std::memory_order_relaxed) && evd->queued.load(std::memory_order_acquire) == 0 &&
         (!evd->cq || evd->ia->dev->cq_empty(evd->cq))) {
-      if (attempt == 0 && evd->ia->dev->progress()) continue;
+      if (attempt == 0 && evd->ia->dev->progress(announce(*evd))) continue;
       break;
     }
     bool got = false, overflow = false;
@@ -262,7 +272,7 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
     }
     // A consumer that polls drives the engine itself rather than wait for its thread (and looks
     // again only when that round received something).
-    if (attempt == 0 && !evd->ia->dev->progress()) break;
+    if (attempt == 0 && !evd->ia->dev->progress(announce(*evd))) break;
   }
   // The plain value, without the error class: dtest -p compares against DAT_QUEUE_EMPTY exactly.
   return DAT_QUEUE_EMPTY;

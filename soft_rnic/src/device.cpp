@@ -1082,6 +1082,10 @@ class DeviceImpl final : public Device {
     return !lk.owns_lock() || progress_locked(now) > 0;
   }
 
+  bool consumer_polling() const override {
+    return ns_of(Clock::now()) < consumer_until_ns_.load(std::memory_order_relaxed);
+  }
+
  private:
   static std::int64_t ns_of(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();

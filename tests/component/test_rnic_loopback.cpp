@@ -855,3 +855,18 @@ TEST_F(Pair, WindowBoundsAndRebindKeys) {
   ASSERT_TRUE(b.sink.wait_event(e));
   EXPECT_EQ(e.type, CmEventType::broken);
 }
+
+// The progress thread stands back only for a consumer that says it will go on polling: an
+// event-driven consumer (an EVD with a CNO: DAT passes 0) polls once and then blocks elsewhere, and
+// a progress thread standing back for it meanwhile delayed each message by up to 2 ms.
+TEST(ProgressEngine, StandsBackOnlyForAConsumerThatSaysItGoesOnPolling) {
+  Side s;
+  s.open(9790);
+  EXPECT_FALSE(s.dev->consumer_polling()) << "no consumer has polled";
+  for (int i = 0; i < 16; ++i) {
+    s.dev->progress(0us);
+    EXPECT_FALSE(s.dev->consumer_polling()) << "a poll that announces nothing, call " << i;
+  }
+  for (int i = 0; i < 16; ++i) s.dev->progress(std::chrono::hours(1));
+  EXPECT_TRUE(s.dev->consumer_polling()) << "a consumer that says it polls for the next hour";
+}

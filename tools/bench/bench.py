@@ -135,6 +135,8 @@ def measure(stacks, bench, size, iters):
     if bench == "pingpong":
         m["softrnic-udp"] = lambda: sr.run("pingpong", size, iters)
         m["softrnic-udp (wait)"] = (lambda: sr.run("pingpong", size, iters, poll="wait")) if size == 64 else None
+        # event-driven: dat_evd_dequeue until empty, then dat_cno_wait (no peer row of its own)
+        m["softrnic-udp (cno)"] = (lambda: sr.run("pingpong", size, iters, poll="cno")) if size == 64 else None
         if size <= 65000:  # one datagram each way
             m["kernel-udp"] = lambda: peer_call("udp_pingpong", stacks["build"], size, iters, "busy")
             if size == 64:
@@ -199,9 +201,12 @@ def summarize(bench, size, runs_by_stack):
 
 def reference(stack):
     """The softrnic row a peer's ratio is taken against: the memif rows against softrnic over memif,
-    the blocking rows against softrnic's blocking (dat_evd_wait) row, the rest against softrnic-udp."""
+    the blocking rows against softrnic's blocking (dat_evd_wait) row, the rest against softrnic-udp;
+    the event-driven (cno) row has no peer of its kind and no ratio."""
     if "memif" in stack:
         return "softrnic-dpdk-memif"
+    if "(cno)" in stack:
+        return stack
     if "(wait)" in stack or "(block)" in stack:
         return "softrnic-udp (wait)"
     return "softrnic-udp"

@@ -73,6 +73,7 @@ struct Node {
   DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
   DAT_EVD_HANDLE async = DAT_HANDLE_NULL, req = DAT_HANDLE_NULL, rcv = DAT_HANDLE_NULL, conn = DAT_HANDLE_NULL,
                  cr = DAT_HANDLE_NULL;
+  DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;  // --poll cno: the DTO EVDs notify it
   DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
   DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
   DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
@@ -95,8 +96,9 @@ struct Node {
     check(dat_ia_open(const_cast<char*>(o.ia.c_str()), 8, &async, &ia), "dat_ia_open");
     check(dat_pz_create(ia, &pz), "dat_pz_create");
     const auto qlen = static_cast<DAT_COUNT>(slots * 2 + 16);
-    check(dat_evd_create(ia, qlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &req), "dat_evd_create(request)");
-    check(dat_evd_create(ia, qlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &rcv), "dat_evd_create(receive)");
+    if (o.poll == "cno") check(dat_cno_create(ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno), "dat_cno_create");
+    check(dat_evd_create(ia, qlen, cno, DAT_EVD_DTO_FLAG, &req), "dat_evd_create(request)");
+    check(dat_evd_create(ia, qlen, cno, DAT_EVD_DTO_FLAG, &rcv), "dat_evd_create(receive)");
     check(dat_evd_create(ia, 4, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn), "dat_evd_create(connection)");
     DAT_EP_ATTR at{};
     at.service_type = DAT_SERVICE_TYPE_RC;
@@ -134,11 +136,20 @@ struct Node {
     return t;
   }
 
-  // Next event of an EVD: spinning on dat_evd_dequeue (which runs the progress engine), or
-  // blocking in dat_evd_wait.
+  // Next event of an EVD: spinning on dat_evd_dequeue (which runs the progress engine), blocking
+  // in dat_evd_wait, or (cno) the event-driven pattern: dequeue, and when the EVD is empty block
+  // in dat_cno_wait until the CNO is triggered (by an event of either DTO EVD), then dequeue again.
   DAT_EVENT next(DAT_EVD_HANDLE evd, const char* what) {
     DAT_EVENT ev;
-    if (o.poll == "busy") {
+    if (o.poll == "cno") {
+      for (;;) {
+        const DAT_RETURN r = dat_evd_dequeue(evd, &ev);
+        if (r == DAT_SUCCESS) break;
+        if (DAT_GET_TYPE(r) != DAT_QUEUE_EMPTY) die(what, r);
+        DAT_EVD_HANDLE woke;
+        check(dat_cno_wait(cno, kWait, &woke), what);
+      }
+    } else if (o.poll == "busy") {
       const auto end = Clock::now() + std::chrono::microseconds(kWait);
       for (std::uint64_t n = 0;; ++n) {
         const DAT_RETURN r = dat_evd_dequeue(evd, &ev);
@@ -401,8 +412,9 @@ int main(int argc, char** argv) {
   app.add_option("--iters", o.iters, "measured iterations / messages")->check(CLI::Range(1, 100'000'000));
   app.add_option("--window", o.window, "operations outstanding (bandwidth, msgrate)")->check(CLI::Range(1, 1024));
   app.add_option("--warmup", o.warmup, "ping-pong warm-up round trips");
-  app.add_option("--poll", o.poll, "busy (spin on dat_evd_dequeue) or wait (dat_evd_wait)")
-      ->check(CLI::IsMember({"busy", "wait"}));
+  app.add_option("--poll", o.poll,
+                 "busy (spin on dat_evd_dequeue), wait (dat_evd_wait) or cno (dequeue; when empty, dat_cno_wait)")
+      ->check(CLI::IsMember({"busy", "wait", "cno"}));
   CLI11_PARSE(app, argc, argv);
   if (o.role == "client" && o.port == 0) fail("--port: the server's port (its READY line) is needed");
   if (o.test == "pingpong" && o.size == 0) fail("--size: ping-pong needs at least one byte");

@@ -289,7 +289,11 @@ class Device {
   // polls for a moment before it blocks passes that moment). False when the round received
   // nothing (so a poller need not look at its queues again); true when it did, or when another
   // thread was running the engine.
+  // drive_for 0: the caller polls now but says nothing of later calls (an event-driven consumer
+  // about to block elsewhere), and the progress thread does not stand back for it.
   virtual bool progress(std::chrono::microseconds drive_for = std::chrono::microseconds(2000)) = 0;
+  // Whether the progress thread now leaves the engine to a consumer that said it polls.
+  virtual bool consumer_polling() const = 0;
   // For a consumer that blocks (dat_evd_wait): the caller becomes the thread that drives the
   // engine while it waits, instead of sleeping until the progress thread wakes it (one thread
   // hand-off per message instead of two). Blocks in the netdev until a frame may be ready, a
