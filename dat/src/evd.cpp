@@ -17,6 +17,19 @@ constexpr DAT_COUNT kMaxQlen = kMaxEvdQlen;
 // The longest a waiter that drives the engine blocks in the netdev at once (it is woken sooner
 // by frames, due timers and wake()).
 constexpr std::chrono::microseconds kMaxDriveChunk{100000};
+// The EVD or CNO this thread waits on while it drives the engine (dat_evd_wait, dat_cno_wait): an
+// event for that very object raised in the thread's own round needs no wake() (an eventfd write
+// and read per message over udp), since the waiter looks at it when the round returns. Any other
+// object's waiter is woken as before: it may be about to block in the netdev.
+thread_local const void* t_driving_for = nullptr;
+
+// Device::wait_progress for the waiter of `obj`.
+bool drive(Device* dev, std::chrono::microseconds chunk, const void* obj) {
+  t_driving_for = obj;
+  const bool drove = dev->wait_progress(chunk);
+  t_driving_for = nullptr;
+  return drove;
+}
 constexpr int kAllEvdFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG |
                              DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
 
@@ -119,6 +132,7 @@ void Cno::trigger(Evd* e) {
     a = agent;
   }
   cv.notify_all();
+  if (driving.load() > 0 && t_driving_for != this) ia->dev->wake();  // a dat_cno_wait in the netdev
   // The wait proxy agent (dat_cno_create, dat_cno_modify_agent) hears of every trigger.
   if (a.proxy_agent_func) a.proxy_agent_func(a.instance_data, e);
 }
@@ -147,7 +161,7 @@ void Evd::signal() {
     drives = driving.load(std::memory_order_relaxed);
   }
   cv.notify_all();
-  if (drives) ia->dev->wake();
+  if (drives && t_driving_for != this) ia->dev->wake();
   if (c) c->trigger(this);
 }
 
@@ -333,7 +347,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
     if (!another_drives) {
       evd->driving = true;
       el.unlock();
-      const bool drove = dev->wait_progress(chunk);
+      const bool drove = drive(dev, chunk, evd);
       el.lock();
       evd->driving = false;
       // Either way look again before sleeping: while the lock was released an event may have
@@ -546,23 +560,49 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE h, DAT_TIMEOUT timeout, DAT_EVD_HANDLE* evd_o
     std::lock_guard cl(cno->mu);
     cno->waiters++;
   }
+  // As dat_evd_wait: the waiter drives the engine itself, blocked in the netdev, when no other
+  // thread does, so the frame that brings an event wakes this thread, not the progress thread
+  // that would then wake us. A trigger from another thread and dat_cno_free wake the netdev
+  // while `driving`.
+  const bool infinite = timeout == DAT_TIMEOUT_INFINITE;
+  Device* const dev = cno->ia->dev.get();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(infinite ? 0 : timeout);
   std::unique_lock cl(cno->mu);
-  const auto pred = [&] { return cno->triggered || cno->dead; };
-  bool ok;
-  if (timeout == DAT_TIMEOUT_INFINITE) {
-    cno->cv.wait(cl, pred);
-    ok = true;
-  } else {
-    ok = cno->cv.wait_for(cl, std::chrono::microseconds(timeout), pred);
-  }
   DAT_RETURN ret;
-  if (cno->dead) {
-    ret = err(DAT_ABORT);
-  } else if (ok && cno->triggered) {
-    *evd_out = cno->take();
-    ret = DAT_SUCCESS;
-  } else {
-    ret = err(DAT_TIMEOUT_EXPIRED);
+  bool another_drives = false;
+  for (;;) {
+    if (cno->dead) {
+      ret = err(DAT_ABORT);
+      break;
+    }
+    if (cno->triggered) {
+      *evd_out = cno->take();
+      ret = DAT_SUCCESS;
+      break;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!infinite && now >= deadline) {
+      ret = err(DAT_TIMEOUT_EXPIRED);
+      break;
+    }
+    if (!another_drives) {
+      const auto chunk = infinite ? kMaxDriveChunk
+                                  : std::min<std::chrono::microseconds>(
+                                        kMaxDriveChunk, std::chrono::ceil<std::chrono::microseconds>(deadline - now));
+      cno->driving++;
+      cl.unlock();
+      const bool drove = drive(dev, chunk, cno);
+      cl.lock();
+      cno->driving--;
+      another_drives = !drove;  // look again before sleeping (a trigger may have found no one on cv)
+      continue;
+    }
+    another_drives = false;
+    if (infinite) {
+      cno->cv.wait(cl);
+    } else {
+      cno->cv.wait_until(cl, deadline);
+    }
   }
   cno->waiters--;
   cno->cv.notify_all();  // under the lock: free_cno may destroy the CNO once it is released
@@ -574,6 +614,7 @@ void free_cno(Cno* cno) {
     std::unique_lock cl(cno->mu);
     cno->dead = true;
     cno->cv.notify_all();
+    if (cno->driving > 0) cno->ia->dev->wake();
     cno->cv.wait(cl, [&] { return cno->waiters == 0; });
     if (cno->fd >= 0) ::close(cno->fd);
     cno->fd = -1;

@@ -123,6 +123,7 @@ struct Cno : Obj {
   DAT_OS_WAIT_PROXY_AGENT agent{};  // called on every trigger (guarded by mu)
   int fd = -1;                      // dat_cno_fd_create: an eventfd readable while the CNO is triggered
   std::atomic<int> evd_refs{0};
+  std::atomic<int> driving{0};  // dat_cno_waits about to drive or driving the engine, in the netdev (under mu)
   void trigger(Evd* e);
   // Takes the trigger (caller holds mu): the EVD that triggered, or nullptr.
   Evd* take();

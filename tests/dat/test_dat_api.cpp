@@ -565,6 +565,120 @@ TEST(DatEvdWait, CnoNotTriggeredWhileAWaiterBlocks) {
   ASSERT_EQ(dat_evd_free(evd), DAT_SUCCESS);
 }
 
+// dat_cno_wait drives the engine itself while it blocks (as dat_evd_wait does): a trigger from
+// another thread, and dat_cno_free, must still reach a waiter blocked in the netdev.
+TEST(DatCnoWait, AWaiterInTheNetdevHearsAnotherThreadsTriggerAndTheFree) {
+  Ia ia;
+  DAT_CNO_HANDLE cno;
+  ASSERT_EQ(dat_cno_create(ia.ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno), DAT_SUCCESS);
+  DAT_EVD_HANDLE evd;
+  ASSERT_EQ(dat_evd_create(ia.ia, 4, cno, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_SUCCESS);
+  std::atomic<DAT_RETURN> r{0xFFFFFFFF};
+  DAT_EVD_HANDLE which = DAT_HANDLE_NULL;
+  std::thread t([&] { r = dat_cno_wait(cno, DAT_TIMEOUT_INFINITE, &which); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  int x = 0;
+  DAT_EVENT se = software_event(&x);
+  ASSERT_EQ(dat_evd_post_se(evd, &se), DAT_SUCCESS);
+  t.join();  // an infinite wait: returns only if the trigger reached it
+  EXPECT_EQ(r.load(), DAT_SUCCESS);
+  EXPECT_EQ(which, evd);
+  DAT_EVENT got;
+  ASSERT_EQ(dat_evd_dequeue(evd, &got), DAT_SUCCESS);
+  EXPECT_EQ(got.event_data.software_event_data.pointer, &x);
+  ASSERT_EQ(dat_evd_free(evd), DAT_SUCCESS);
+  // A CNO no EVD uses, freed under an infinite waiter: the waiter returns DAT_ABORT.
+  r = 0xFFFFFFFF;
+  std::thread t2([&] { r = dat_cno_wait(cno, DAT_TIMEOUT_INFINITE, &which); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(dat_cno_free(cno), DAT_SUCCESS);
+  t2.join();
+  EXPECT_EQ(type_of(r.load()), DAT_ABORT);
+}
+
+// The event-driven consumer: dequeue, and when the EVD is empty block in dat_cno_wait. Both ends
+// of a connection in one IA, each in its own thread, so one drives the engine while the other
+// sleeps until a trigger: every message and every reply must arrive, in order.
+TEST(DatCnoWait, EventDrivenPingPongOverOneIa) {
+  Ia ia;
+  End a, b;
+  a.make(ia);
+  b.make(ia);
+  DAT_PSP_HANDLE psp;
+  DAT_EVD_HANDLE cr_evd;
+  connect(ia, a, b, psp, cr_evd);
+  DAT_CNO_HANDLE cno_a, cno_b;
+  ASSERT_EQ(dat_cno_create(ia.ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno_a), DAT_SUCCESS);
+  ASSERT_EQ(dat_cno_create(ia.ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno_b), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_modify_cno(a.rcv, cno_a), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_modify_cno(b.rcv, cno_b), DAT_SUCCESS);
+  constexpr int kRounds = 300;
+  // The next receive completion of `evd`: its cookie, or -1.
+  auto next = [](DAT_EVD_HANDLE evd, DAT_CNO_HANDLE cno) -> long {
+    DAT_EVENT ev;
+    for (;;) {
+      const DAT_RETURN r = dat_evd_dequeue(evd, &ev);
+      if (r == DAT_SUCCESS) break;
+      if (DAT_GET_TYPE(r) != DAT_QUEUE_EMPTY) return -1;
+      DAT_EVD_HANDLE which;
+      if (dat_cno_wait(cno, kWait, &which) != DAT_SUCCESS) return -1;
+    }
+    if (ev.event_number != DAT_DTO_COMPLETION_EVENT) return -1;
+    const auto& d = ev.event_data.dto_completion_event_data;
+    return d.status == DAT_DTO_SUCCESS ? static_cast<long>(d.user_cookie.as_64) : -1;
+  };
+  auto post = [](End& e, int i, bool recv) {
+    DAT_LMR_TRIPLET t = e.iov(static_cast<std::size_t>(recv ? 1024 : 0), 64);
+    DAT_DTO_COOKIE c;
+    c.as_64 = static_cast<DAT_UINT64>(i);
+    return recv ? dat_ep_post_recv(e.ep, 1, &t, c, DAT_COMPLETION_DEFAULT_FLAG)
+                : dat_ep_post_send(e.ep, 1, &t, c, DAT_COMPLETION_DEFAULT_FLAG);
+  };
+  // A send's buffer is the RNIC's until the send completes (a resend reads it): its completion,
+  // from the request EVD (no CNO: dat_evd_wait), before the buffer is written again.
+  auto sent = [](End& e, int i) {
+    DAT_EVENT ev;
+    DAT_COUNT nmore;
+    return dat_evd_wait(e.req, kWait, 1, &ev, &nmore) == DAT_SUCCESS && ev.event_number == DAT_DTO_COMPLETION_EVENT &&
+           ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS &&
+           ev.event_data.dto_completion_event_data.user_cookie.as_64 == static_cast<DAT_UINT64>(i);
+  };
+  ASSERT_EQ(post(a, 0, true), DAT_SUCCESS);
+  ASSERT_EQ(post(b, 0, true), DAT_SUCCESS);
+  std::atomic<int> b_fail{-2};
+  std::thread tb([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      if (next(b.rcv, cno_b) != i || post(b, i + 1, true) != DAT_SUCCESS) {
+        b_fail = i;
+        return;
+      }
+      std::memcpy(b.buf.data(), b.buf.data() + 1024, 64);  // the reply carries what came
+      if (post(b, i, false) != DAT_SUCCESS || !sent(b, i)) {
+        b_fail = i;
+        return;
+      }
+    }
+    b_fail = -1;
+  });
+  int done = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    std::memset(a.buf.data(), i & 0xff, 64);
+    ASSERT_EQ(post(a, i, false), DAT_SUCCESS);
+    ASSERT_EQ(next(a.rcv, cno_a), i) << "reply " << i;
+    ASSERT_EQ(static_cast<unsigned char>(a.buf[1024]), i & 0xff) << "reply " << i << " carries message " << i;
+    ASSERT_EQ(post(a, i + 1, true), DAT_SUCCESS);
+    ASSERT_TRUE(sent(a, i)) << "message " << i;
+    ++done;
+  }
+  tb.join();
+  EXPECT_EQ(b_fail.load(), -1) << "b failed at message " << b_fail.load();
+  EXPECT_EQ(done, kRounds);
+  ASSERT_EQ(dat_evd_modify_cno(a.rcv, DAT_HANDLE_NULL), DAT_SUCCESS);
+  ASSERT_EQ(dat_evd_modify_cno(b.rcv, DAT_HANDLE_NULL), DAT_SUCCESS);
+  EXPECT_EQ(dat_cno_free(cno_a), DAT_SUCCESS);
+  EXPECT_EQ(dat_cno_free(cno_b), DAT_SUCCESS);
+}
+
 TEST(DatEvdWait, ThresholdOneForConsumerControlledNotification) {
   Ia ia;
   End a;
