@@ -212,6 +212,12 @@ def reference(stack):
     return "softrnic-udp"
 
 
+# Run medians of one stack further apart than this are marked: the host's state changed during the
+# case (the bare memif round trip moves between ~2.1 and ~0.65 us, kernel UDP between ~8 and ~6 us),
+# or the stack is unsteady there (UCX put_bw at 1 MiB).
+STATE_CHANGE = 1.5
+
+
 def print_table(bench, size, key, rows):
     unit = {"median_us": "RTT us", "mbps": "MB/s", "msgs_per_s": "msg/s", "cpu_pct": "% of a core"}[key]
     title = {"pingpong": "Send/Recv ping-pong round trip", "write_bw": "RDMA Write streaming",
@@ -220,11 +226,18 @@ def print_table(bench, size, key, rows):
     print(f"\n{title}, {size} B   (softrnic / peer, against the softrnic row of the same kind (busy, wait, memif): "
           f"{'<1 means softrnic is faster' if bench == 'pingpong' else '>1 means softrnic is faster'})")
     print(f"  {'stack':24} {unit + ' p50':>12} {'p99':>10} {'p99.9':>10} {'min-max (run medians)':>24} {'cpu us/msg':>11} {'softrnic/peer':>14}")
+    spread = []  # rows whose run medians differ by more than kStateChange
     for stack, med, p99, p999, mm, cpu, ratio in rows:
         mmtxt = "-" if mm is None else f"{mm[0]:.1f}-{mm[1]:.1f}"
+        if mm is not None and mm[0] > 0 and mm[1] / mm[0] > STATE_CHANGE:
+            mmtxt += " *"
+            spread.append(stack)
         digits = 0 if key == "msgs_per_s" else 1
         rtxt = "-" if ratio is None else f"{ratio:.2f}x"
         print(f"  {stack:24} {fmt(med, digits):>12} {fmt(p99):>10} {fmt(p999):>10} {mmtxt:>24} {fmt(cpu, 2):>11} {rtxt:>14}")
+    if spread:
+        print(f"  * runs differ by more than {STATE_CHANGE}x ({', '.join(spread)}): the host's state changed during "
+              f"this case or the stack is unsteady here; a ratio with such a row says little (docs/performance.md)")
     sys.stdout.flush()
 
 
