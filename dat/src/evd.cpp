@@ -23,11 +23,12 @@ constexpr std::chrono::microseconds kMaxDriveChunk{100000};
 // object's waiter is woken as before: it may be about to block in the netdev.
 thread_local const void* t_driving_for = nullptr;
 
-// Device::wait_progress for the waiter of `obj`.
-bool drive(Device* dev, std::chrono::microseconds chunk, const void* obj) {
-  t_driving_for = obj;
-  const bool drove = dev->wait_progress(chunk);
-  t_driving_for = nullptr;
+// Device::wait_progress for the waiter of `obj`; `wakes_seen` is Device::wakes() read while the
+// waiter last looked at `obj` with its lock held.
+bool drive(Device* dev, std::chrono::microseconds chunk, const void* obj, std::uint64_t wakes_seen) {
+  const void* const outer = std::exchange(t_driving_for, obj);  // (a proxy agent may wait within a round)
+  const bool drove = dev->wait_progress(chunk, wakes_seen);
+  t_driving_for = outer;
   return drove;
 }
 constexpr int kAllEvdFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG |
@@ -121,6 +122,7 @@ void drain(Evd& evd) {
 
 void Cno::trigger(Evd* e) {
   DAT_OS_WAIT_PROXY_AGENT a;
+  Device* dev = nullptr;
   {
     std::lock_guard lk(mu);
     triggered = true;
@@ -130,9 +132,11 @@ void Cno::trigger(Evd* e) {
       [[maybe_unused]] const ssize_t n = ::write(fd, &one, sizeof one);  // EAGAIN: already readable
     }
     a = agent;
+    // Read under the lock: once it is released a free may destroy the CNO (the device outlives it).
+    if (driving.load() > 0 && t_driving_for != this) dev = ia->dev.get();  // a dat_cno_wait in the netdev
   }
   cv.notify_all();
-  if (driving.load() > 0 && t_driving_for != this) ia->dev->wake();  // a dat_cno_wait in the netdev
+  if (dev) dev->wake();
   // The wait proxy agent (dat_cno_create, dat_cno_modify_agent) hears of every trigger.
   if (a.proxy_agent_func) a.proxy_agent_func(a.instance_data, e);
 }
@@ -346,8 +350,9 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
                                       kMaxDriveChunk, std::chrono::ceil<std::chrono::microseconds>(deadline - now));
     if (!another_drives) {
       evd->driving = true;
+      const std::uint64_t wakes = dev->wakes();
       el.unlock();
-      const bool drove = drive(dev, chunk, evd);
+      const bool drove = drive(dev, chunk, evd, wakes);
       el.lock();
       evd->driving = false;
       // Either way look again before sleeping: while the lock was released an event may have
@@ -590,8 +595,9 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE h, DAT_TIMEOUT timeout, DAT_EVD_HANDLE* evd_o
                                   : std::min<std::chrono::microseconds>(
                                         kMaxDriveChunk, std::chrono::ceil<std::chrono::microseconds>(deadline - now));
       cno->driving++;
+      const std::uint64_t wakes = dev->wakes();
       cl.unlock();
-      const bool drove = drive(dev, chunk, cno);
+      const bool drove = drive(dev, chunk, cno, wakes);
       cl.lock();
       cno->driving--;
       another_drives = !drove;  // look again before sleeping (a trigger may have found no one on cv)

@@ -1023,7 +1023,14 @@ class DeviceImpl final : public Device {
           std::this_thread::sleep_for(std::min<Clock::duration>(until - now, kConsumerPollGrace));
           continue;
         }
+        // The netdev holds one wake token, taken by whichever thread returns from wait_rx first.
+        // A consumer may have become the driver while this thread was already blocked here: what
+        // woke this thread may have been a wake() meant for that consumer (its event came from
+        // another thread, its CNO or EVD is being freed), so it is passed on, or the consumer
+        // would sleep until a frame or its timeout. (A wake() before the consumer blocked is seen
+        // by wait_progress through wakes_seen.)
         nd_->wait_rx(next_wait());
+        if (driver_.load()) nd_->wake();
       }
       std::lock_guard lk(mu_);
       progress_locked(Clock::now());
@@ -1053,12 +1060,14 @@ class DeviceImpl final : public Device {
   }
 
  public:
-  bool wait_progress(std::chrono::microseconds max) override {
+  bool wait_progress(std::chrono::microseconds max, std::uint64_t wakes_seen) override {
     bool expected = false;
-    if (!driver_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
+    if (!driver_.compare_exchange_strong(expected, true)) return false;  // seq_cst, as wakes_
     auto now = Clock::now();
     raise_consumer_until(now + max);  // the progress thread stands back meanwhile
-    nd_->wait_rx(std::min(max, next_wait()));
+    // A wake() after the caller looked: its token may be gone to the progress thread (which passes
+    // on only what wakes it after this thread became the driver). Run the round without blocking.
+    if (wakes_.load() == wakes_seen) nd_->wait_rx(std::min(max, next_wait()));
     {
       std::lock_guard lk(mu_);
       now = Clock::now();
@@ -1070,7 +1079,11 @@ class DeviceImpl final : public Device {
     return true;
   }
 
-  void wake() override { nd_->wake(); }
+  void wake() override {
+    wakes_.fetch_add(1);
+    nd_->wake();
+  }
+  std::uint64_t wakes() const override { return wakes_.load(); }
 
   bool progress(std::chrono::microseconds drive_for) override {
     std::optional<Clock::time_point> now;
@@ -1854,6 +1867,7 @@ class DeviceImpl final : public Device {
   std::vector<ConnRequest*> reqs_;
   std::vector<Qp*> ack_list_;
   std::vector<Qp*> delayed_acks_;                   // QPs whose lone in-order frame waits for a reply to carry its ack
+  std::atomic<std::uint64_t> wakes_{0};             // wake() calls, so the progress thread can pass one on
   std::atomic<bool> driver_{false};                 // a consumer drives the engine in wait_progress
   std::atomic<std::int64_t> consumer_until_ns_{0};  // a consumer drives the engine until then (steady clock, ns)
   Clock::time_point last_timer_scan_{};

@@ -298,10 +298,14 @@ class Device {
   // engine while it waits, instead of sleeping until the progress thread wakes it (one thread
   // hand-off per message instead of two). Blocks in the netdev until a frame may be ready, a
   // timer is due, wake() is called or `max` passes, then runs one round of the engine. False at
-  // once when another thread is driving this way (the caller waits as before).
-  virtual bool wait_progress(std::chrono::microseconds max) = 0;
+  // once when another thread is driving this way (the caller waits as before). `wakes_seen` is
+  // wakes() as the caller read it when it last found nothing to wait for: a wake() since then
+  // (which may have been taken by another thread blocked in the netdev) does not block.
+  virtual bool wait_progress(std::chrono::microseconds max, std::uint64_t wakes_seen) = 0;
   // Ends a wait_progress in another thread early (its consumer has something to look at).
   virtual void wake() = 0;
+  // How many wake() calls there were so far.
+  virtual std::uint64_t wakes() const = 0;
 
   virtual Status post_send(Qp* qp, const SendWr& wr) = 0;
   virtual Status post_recv(Qp* qp, const RecvWr& wr) = 0;
