@@ -23,13 +23,40 @@ constexpr std::chrono::microseconds kMaxDriveChunk{100000};
 // object's waiter is woken as before: it may be about to block in the netdev.
 thread_local const void* t_driving_for = nullptr;
 
-// Device::wait_progress for the waiter of `obj`; `wakes_seen` is Device::wakes() read while the
-// waiter last looked at `obj` with its lock held.
-bool drive(Device* dev, std::chrono::microseconds chunk, const void* obj, std::uint64_t wakes_seen) {
+// One step of a waiter (dat_evd_wait, dat_cno_wait) that looked at `obj` under `lk` (its mutex)
+// and found nothing yet; `lk` is held again on return, and the caller looks again. The waiter
+// drives the engine, blocked in the netdev, when no other thread did at its last step: the frame
+// that brings its event wakes this thread directly, not the progress thread that would then wake
+// it. `driving` (the object's waiters in the netdev) tells a signal from another thread, and the
+// calls that end a wait, to wake the netdev instead of `cv`. When another thread drives, it sleeps
+// on `cv` (until signalled or `deadline`) and tries to drive again at the next step.
+void drive_or_sleep(std::unique_lock<std::mutex>& lk, std::condition_variable& cv, std::atomic<int>& driving,
+                    const void* obj, Device* dev, bool infinite, std::chrono::steady_clock::time_point now,
+                    std::chrono::steady_clock::time_point deadline, bool& another_drives) {
+  if (another_drives) {
+    another_drives = false;
+    if (infinite) {
+      cv.wait(lk);
+    } else {
+      cv.wait_until(lk, deadline);
+    }
+    return;
+  }
+  const auto chunk = infinite ? kMaxDriveChunk
+                              : std::min<std::chrono::microseconds>(
+                                    kMaxDriveChunk, std::chrono::ceil<std::chrono::microseconds>(deadline - now));
+  driving++;
+  // A wake() after this (its netdev token may go to the progress thread) keeps the driver from blocking.
+  const std::uint64_t wakes = dev->wakes();
+  lk.unlock();
   const void* const outer = std::exchange(t_driving_for, obj);  // (a proxy agent may wait within a round)
-  const bool drove = dev->wait_progress(chunk, wakes_seen);
+  const bool drove = dev->wait_progress(chunk, wakes);
   t_driving_for = outer;
-  return drove;
+  lk.lock();
+  driving--;
+  // Either way the caller looks again before sleeping: while the lock was released an event may
+  // have come, and its signal found no one on cv.
+  another_drives = !drove;
 }
 constexpr int kAllEvdFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG |
                              DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
@@ -153,7 +180,7 @@ Evd* Cno::take() {
 
 void Evd::wake_waiter() {
   cv.notify_all();
-  if (driving.load()) ia->dev->wake();
+  if (driving.load() > 0) ia->dev->wake();
 }
 
 void Evd::signal() {
@@ -162,7 +189,7 @@ void Evd::signal() {
   {
     std::lock_guard lk(mu);
     if (!waiter && enabled) c = cno.load();
-    drives = driving.load(std::memory_order_relaxed);
+    drives = driving.load(std::memory_order_relaxed) > 0;
   }
   cv.notify_all();
   if (drives && t_driving_for != this) ia->dev->wake();
@@ -236,14 +263,16 @@ static softrnic::Srq* take_front(Evd& evd, DAT_EVENT* ev) {
   return srq;
 }
 
-// How long a consumer that polls this EVD says it will go on polling (Device::progress): the
-// progress thread leaves the engine to it meanwhile. An EVD with a CNO has an event-driven
-// consumer, which dequeues until the EVD is empty and then blocks on the CNO (dat_cno_wait or its
-// file descriptor): the engine must not wait for it, or each message that comes while it blocks
-// waits up to the whole announcement (2 ms: the ping-pong median of such a consumer was 153 us and
-// its p99 2.2 ms). So it announces nothing.
-static std::chrono::microseconds announce(const Evd& evd) {
-  return evd.cno.load(std::memory_order_relaxed) ? std::chrono::microseconds(0) : std::chrono::microseconds(2000);
+// One round of the engine for a consumer that polls this EVD (Device::progress). A polling
+// consumer says it will go on polling (the default announcement), and the progress thread leaves
+// the engine to it meanwhile. An EVD with a CNO has an event-driven consumer, which dequeues until
+// the EVD is empty and then blocks on the CNO (dat_cno_wait or its file descriptor): the engine
+// must not wait for it, or each message that comes while it blocks waits up to the whole
+// announcement (2 ms: the ping-pong median of such a consumer was 153 us and its p99 2.2 ms). So it
+// announces nothing.
+static bool poll_engine(const Evd& evd) {
+  Device& dev = *evd.ia->dev;
+  return evd.cno.load(std::memory_order_relaxed) ? dev.progress(std::chrono::microseconds(0)) : dev.progress();
 }
 
 DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
@@ -256,7 +285,7 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
     // here finds nothing most of the time).
     if (!evd->waiter.load(std::memory_order_relaxed) && evd->queued.load(std::memory_order_acquire) == 0 &&
         (!evd->cq || evd->ia->dev->cq_empty(evd->cq))) {
-      if (attempt == 0 && evd->ia->dev->progress(announce(*evd))) continue;
+      if (attempt == 0 && poll_engine(*evd)) continue;
       break;
     }
     bool got = false, overflow = false;
@@ -290,7 +319,7 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
     }
     // A consumer that polls drives the engine itself rather than wait for its thread (and looks
     // again only when that round received something).
-    if (attempt == 0 && !evd->ia->dev->progress(announce(*evd))) break;
+    if (attempt == 0 && !poll_engine(*evd)) break;
   }
   // The plain value, without the error class: dtest -p compares against DAT_QUEUE_EMPTY exactly.
   return DAT_QUEUE_EMPTY;
@@ -341,33 +370,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
       ret = err(DAT_TIMEOUT_EXPIRED);
       break;
     }
-    // Drive the engine while waiting, blocked in the netdev, when no other thread does: the
-    // frame that completes our event wakes this thread directly, not the progress thread that
-    // would then wake us. signal() (a completion or event from another thread) and the calls
-    // that end a wait wake the netdev instead of cv while `driving`.
-    const auto chunk = infinite ? kMaxDriveChunk
-                                : std::min<std::chrono::microseconds>(
-                                      kMaxDriveChunk, std::chrono::ceil<std::chrono::microseconds>(deadline - now));
-    if (!another_drives) {
-      evd->driving = true;
-      const std::uint64_t wakes = dev->wakes();
-      el.unlock();
-      const bool drove = drive(dev, chunk, evd, wakes);
-      el.lock();
-      evd->driving = false;
-      // Either way look again before sleeping: while the lock was released an event may have
-      // come, and its signal found no one on cv.
-      another_drives = !drove;
-      continue;
-    }
-    // Another thread drives the engine: sleep on cv (checked above with the lock held since),
-    // and try to drive again after.
-    another_drives = false;
-    if (infinite) {
-      evd->cv.wait(el);
-    } else {
-      evd->cv.wait_until(el, deadline);
-    }
+    drive_or_sleep(el, evd->cv, evd->driving, evd, dev, infinite, now, deadline, another_drives);
   }
   // A free_evd may be waiting for us to leave: once the lock is released it may destroy the
   // EVD, so nothing of it is touched after that (the device pointer is taken first).
@@ -565,10 +568,8 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE h, DAT_TIMEOUT timeout, DAT_EVD_HANDLE* evd_o
     std::lock_guard cl(cno->mu);
     cno->waiters++;
   }
-  // As dat_evd_wait: the waiter drives the engine itself, blocked in the netdev, when no other
-  // thread does, so the frame that brings an event wakes this thread, not the progress thread
-  // that would then wake us. A trigger from another thread and dat_cno_free wake the netdev
-  // while `driving`.
+  // As dat_evd_wait: the waiter drives the engine itself (drive_or_sleep). A trigger from another
+  // thread and dat_cno_free wake the netdev while `driving`.
   const bool infinite = timeout == DAT_TIMEOUT_INFINITE;
   Device* const dev = cno->ia->dev.get();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(infinite ? 0 : timeout);
@@ -590,25 +591,7 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE h, DAT_TIMEOUT timeout, DAT_EVD_HANDLE* evd_o
       ret = err(DAT_TIMEOUT_EXPIRED);
       break;
     }
-    if (!another_drives) {
-      const auto chunk = infinite ? kMaxDriveChunk
-                                  : std::min<std::chrono::microseconds>(
-                                        kMaxDriveChunk, std::chrono::ceil<std::chrono::microseconds>(deadline - now));
-      cno->driving++;
-      const std::uint64_t wakes = dev->wakes();
-      cl.unlock();
-      const bool drove = drive(dev, chunk, cno, wakes);
-      cl.lock();
-      cno->driving--;
-      another_drives = !drove;  // look again before sleeping (a trigger may have found no one on cv)
-      continue;
-    }
-    another_drives = false;
-    if (infinite) {
-      cno->cv.wait(cl);
-    } else {
-      cno->cv.wait_until(cl, deadline);
-    }
+    drive_or_sleep(cl, cno->cv, cno->driving, cno, dev, infinite, now, deadline, another_drives);
   }
   cno->waiters--;
   cno->cv.notify_all();  // under the lock: free_cno may destroy the CNO once it is released

@@ -149,7 +149,7 @@ struct Evd : Obj {
   std::array<Wc, 32> wc_scratch;
   std::atomic<std::size_t> queued{0};  // q.size(), stored under mu after each change: read without it
   std::atomic<bool> waiter{false};     // written under mu
-  std::atomic<bool> driving{false};    // the waiter drives the engine, blocked in the netdev (under mu)
+  std::atomic<int> driving{0};         // the waiter drives the engine, blocked in the netdev (under mu)
   bool dead = false;
   bool enabled = true;
   bool waitable = true;

@@ -1867,7 +1867,7 @@ class DeviceImpl final : public Device {
   std::vector<ConnRequest*> reqs_;
   std::vector<Qp*> ack_list_;
   std::vector<Qp*> delayed_acks_;                   // QPs whose lone in-order frame waits for a reply to carry its ack
-  std::atomic<std::uint64_t> wakes_{0};             // wake() calls, so the progress thread can pass one on
+  std::atomic<std::uint64_t> wakes_{0};             // wake() calls: a driver sees one whose netdev token it missed
   std::atomic<bool> driver_{false};                 // a consumer drives the engine in wait_progress
   std::atomic<std::int64_t> consumer_until_ns_{0};  // a consumer drives the engine until then (steady clock, ns)
   Clock::time_point last_timer_scan_{};

@@ -226,7 +226,7 @@ def print_table(bench, size, key, rows):
     print(f"\n{title}, {size} B   (softrnic / peer, against the softrnic row of the same kind (busy, wait, memif): "
           f"{'<1 means softrnic is faster' if bench == 'pingpong' else '>1 means softrnic is faster'})")
     print(f"  {'stack':24} {unit + ' p50':>12} {'p99':>10} {'p99.9':>10} {'min-max (run medians)':>24} {'cpu us/msg':>11} {'softrnic/peer':>14}")
-    spread = []  # rows whose run medians differ by more than kStateChange
+    spread = []  # rows whose run medians differ by more than STATE_CHANGE
     for stack, med, p99, p999, mm, cpu, ratio in rows:
         mmtxt = "-" if mm is None else f"{mm[0]:.1f}-{mm[1]:.1f}"
         if mm is not None and mm[0] > 0 and mm[1] / mm[0] > STATE_CHANGE:

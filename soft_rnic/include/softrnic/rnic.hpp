@@ -294,7 +294,7 @@ class Device {
   virtual bool progress(std::chrono::microseconds drive_for = std::chrono::microseconds(2000)) = 0;
   // Whether the progress thread now leaves the engine to a consumer that said it polls.
   virtual bool consumer_polling() const = 0;
-  // For a consumer that blocks (dat_evd_wait): the caller becomes the thread that drives the
+  // For a consumer that blocks (dat_evd_wait, dat_cno_wait): the caller becomes the thread that drives the
   // engine while it waits, instead of sleeping until the progress thread wakes it (one thread
   // hand-off per message instead of two). Blocks in the netdev until a frame may be ready, a
   // timer is due, wake() is called or `max` passes, then runs one round of the engine. False at
