@@ -38,7 +38,7 @@ REPO = os.path.dirname(HERE)
 LUA = os.path.join(HERE, "wireshark", "softrnic_udp.lua")
 
 TYPE_NAMES = {1: "DDP", 2: "ACK", 3: "CM", 4: "STREAM_CTRL"}
-CM_OPS = {1: "CONNECT_REQUEST", 2: "CONNECT_REPLY", 3: "REJECT", 4: "READY_TO_USE", 5: "RESET", 6: "RESET_ACK"}
+CM_OPS = {1: "CONNECT_REQUEST", 2: "CONNECT_REPLY", 3: "REJECT", 4: "READY_TO_USE", 5: "RESET", 6: "RESET_ACK", 7: "PENDING", 8: "COOKIE"}
 RDMAP_OPS = {0: "RDMA Write", 1: "Read Request", 2: "Read Response", 3: "Send",
              4: "Send with Invalidate", 5: "Send with SE", 6: "Send with SE and Invalidate",
              7: "Terminate"}

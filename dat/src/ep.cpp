@@ -65,6 +65,7 @@ void on_cm_event(Ep* ep, const CmEvent& ev) {
     case CmEventType::rejected: e.event_number = DAT_CONNECTION_EVENT_PEER_REJECTED; break;
     case CmEventType::no_listener: e.event_number = DAT_CONNECTION_EVENT_NON_PEER_REJECTED; break;
     case CmEventType::unreachable: e.event_number = DAT_CONNECTION_EVENT_TIMED_OUT; break;
+    case CmEventType::host_unreachable: e.event_number = DAT_CONNECTION_EVENT_UNREACHABLE; break;
     case CmEventType::disconnected: e.event_number = DAT_CONNECTION_EVENT_DISCONNECTED; break;
     case CmEventType::broken: e.event_number = DAT_CONNECTION_EVENT_BROKEN; break;
   }
@@ -477,6 +478,14 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
   wr.fence = (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) != 0;
   wr.sink_is_window = sink_is_window;  // waits for earlier RDMA Reads
   if (op == SendOpcode::send && (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)) wr.opcode = SendOpcode::send_solicited;
+  // A Send is bounded by the EP's max_message_size, as dat_ep_query reports it (DAT_LENGTH_ERROR
+  // beyond). max_rdma_size is not enforced, as OFA dapl does not: dtest sets it to 64 KiB and
+  // writes 4 MiB (docs/dat-coverage.md).
+  if (op == SendOpcode::send || op == SendOpcode::send_invalidate) {
+    std::uint64_t total = 0;
+    for (const Sge& s : sgl) total += s.length;
+    if (total > ep->attr.max_message_size) return err(DAT_LENGTH_ERROR);
+  }
   if (op == SendOpcode::rdma_write || op == SendOpcode::rdma_read) {
     if (!remote) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
     std::uint64_t total = 0;

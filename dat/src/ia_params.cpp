@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <set>
+#include <string>
 
 namespace softrnic::dat {
 namespace {
@@ -14,9 +16,39 @@ bool parse_bool(std::string_view v, bool& out) {
   return false;
 }
 
+// A key given twice is an error (the last one silently winning hid typos and conflicting lines);
+// neigh= alone may repeat (each adds neighbours).
+bool first_time(std::set<std::string, std::less<>>& seen, std::string_view key, std::string& error) {
+  if (key == "neigh") return true;
+  if (!seen.emplace(key).second) {
+    error = "'" + netdev::printable(key) + "' is given more than once";
+    return false;
+  }
+  return true;
+}
+
+bool parse_ia_params_raw(std::string_view params, DeviceConfig& cfg, std::string& error);
+bool apply_env_raw(DeviceConfig& cfg, std::string& error);
+
 }  // namespace
 
+// What a user gave is quoted in the messages: control characters and non-ASCII bytes escaped.
 bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& error) {
+  if (parse_ia_params_raw(params, cfg, error)) return true;
+  error = netdev::printable(error);
+  return false;
+}
+
+bool apply_env(DeviceConfig& cfg, std::string& error) {
+  if (apply_env_raw(cfg, error)) return true;
+  error = netdev::printable(error);
+  return false;
+}
+
+namespace {
+
+bool parse_ia_params_raw(std::string_view params, DeviceConfig& cfg, std::string& error) {
+  std::set<std::string, std::less<>> seen;
   std::size_t i = 0;
   while (i < params.size()) {
     while (i < params.size() && (params[i] == ' ' || params[i] == '\t' || params[i] == ',')) ++i;
@@ -31,6 +63,10 @@ bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& er
       return false;
     }
     const std::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
+    if (!first_time(seen, key, error)) {
+      error = "ia_params: " + error;
+      return false;
+    }
     bool ok = true;
     if (const auto r = netdev::parse_netdev_item(key, val, cfg.netdev, error); r != netdev::ItemResult::unknown) {
       if (r == netdev::ItemResult::bad) {
@@ -50,6 +86,20 @@ bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& er
       std::uint32_t ms;
       ok = parse_uint<std::uint32_t>(val, 1, 3600000, ms);
       if (ok) cfg.connect_timeout = std::chrono::milliseconds(ms);
+    } else if (key == "keepalive_ms") {
+      std::uint32_t ms;
+      ok = parse_uint<std::uint32_t>(val, 0, 3600000, ms);
+      if (ok) cfg.keepalive_idle = std::chrono::milliseconds(ms);
+    } else if (key == "keepalive_interval_ms") {
+      std::uint32_t ms;
+      ok = parse_uint<std::uint32_t>(val, 10, 600000, ms);
+      if (ok) cfg.keepalive_interval = std::chrono::milliseconds(ms);
+    } else if (key == "keepalive_probes") {
+      ok = parse_uint<int>(val, 1, 100, cfg.keepalive_probes);
+    } else if (key == "connect_no_answer_ms") {
+      std::uint32_t ms;
+      ok = parse_uint<std::uint32_t>(val, 100, 3600000, ms);
+      if (ok) cfg.connect_no_answer = std::chrono::milliseconds(ms);
     } else if (key == "srq_alloc") {
       ok = val == "arrival" || val == "gap_fill";
       if (ok) cfg.alloc_policy = val == "arrival" ? AllocPolicy::arrival : AllocPolicy::gap_fill;
@@ -72,6 +122,8 @@ bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& er
   return true;
 }
 
+}  // namespace
+
 bool apply_impair_env(DeviceConfig& cfg, std::string& error) {
   const char* env = std::getenv("SOFTRNIC_IMPAIR");
   if (!env) return true;
@@ -85,6 +137,7 @@ bool apply_impair_env(DeviceConfig& cfg, std::string& error) {
 }
 
 bool parse_netdev_spec(std::string_view spec, netdev::NetdevConfig& nd, std::string& error) {
+  std::set<std::string, std::less<>> seen;
   std::size_t i = 0;
   while (i < spec.size()) {
     while (i < spec.size() && (spec[i] == ' ' || spec[i] == '\t' || spec[i] == ',')) ++i;
@@ -99,6 +152,7 @@ bool parse_netdev_spec(std::string_view spec, netdev::NetdevConfig& nd, std::str
       return false;
     }
     const auto key = item.substr(0, eq);
+    if (!first_time(seen, key, error)) return false;
     const auto r = netdev::parse_netdev_item(key, item.substr(eq + 1), nd, error);
     if (r == netdev::ItemResult::unknown) {
       error = "'" + std::string(key) + "' is not a netdev key";
@@ -109,7 +163,9 @@ bool parse_netdev_spec(std::string_view spec, netdev::NetdevConfig& nd, std::str
   return true;
 }
 
-bool apply_env(DeviceConfig& cfg, std::string& error) {
+namespace {
+
+bool apply_env_raw(DeviceConfig& cfg, std::string& error) {
   if (const char* env = std::getenv("SOFTRNIC_NETDEV")) {
     // Replaces the netdev choice and all its keys; the impairment plan stays.
     netdev::NetdevConfig nd;
@@ -121,8 +177,8 @@ bool apply_env(DeviceConfig& cfg, std::string& error) {
     cfg.netdev = nd;
   }
   if (const char* env = std::getenv("SOFTRNIC_PCAP")) {
-    if (*env == '\0') {
-      error = "SOFTRNIC_PCAP: empty file name";
+    if (!netdev::pcap_path_ok(env, error)) {
+      error = "SOFTRNIC_PCAP: " + error;
       return false;
     }
     cfg.netdev.pcap = env;
@@ -140,5 +196,7 @@ bool apply_env(DeviceConfig& cfg, std::string& error) {
   }
   return true;
 }
+
+}  // namespace
 
 }  // namespace softrnic::dat

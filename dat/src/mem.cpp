@@ -62,6 +62,12 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION
   const Status s = ia->dev->reg_mr(pz->pd, region.for_va, length, acc, mr);
   if (s == Status::insufficient_resources) return err(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
   if (s == Status::length_error) return err(DAT_LENGTH_ERROR);  // beyond ia_query's max_lmr_block_size
+  // The range is mapped, but not with the access the privileges need (PROT_NONE, or read-only
+  // memory registered for writing): the spec's DAT_PROTECTION_VIOLATION.
+  if (s == Status::protection_violation)
+    return err(DAT_PROTECTION_VIOLATION, (priv & (DAT_MEM_PRIV_LOCAL_WRITE_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG))
+                                             ? DAT_PROTECTION_WRITE
+                                             : DAT_PROTECTION_READ);
   if (s != Status::ok) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
   const MrInfo info = ia->dev->query_mr(mr);
   Lmr* lmr = make<Lmr>(ia, ia->provider);

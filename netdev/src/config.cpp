@@ -282,6 +282,11 @@ ItemResult parse_netdev_item(std::string_view key, std::string_view val, NetdevC
     if (ok) cfg.kind = std::string(val);
   } else if (key == "ip") {
     std::uint32_t ip;
+    if (parse_ipv4(std::string(val), ip) && !is_unicast_ipv4(ip)) {
+      error = "ip=" + printable(val) +
+              ": not a unicast IPv4 address (0.0.0.0, broadcast, multicast and 240/4 cannot be an RNIC's address)";
+      return ItemResult::bad;
+    }
     ok = parse_ipv4(std::string(val), ip);
     if (ok) cfg.ip = std::string(val);
   } else if (key == "port") {
@@ -291,8 +296,8 @@ ItemResult parse_netdev_item(std::string_view key, std::string_view val, NetdevC
   } else if (key == "max_datagram") {
     ok = parse_uint<std::size_t>(val, 256, 65507, cfg.max_datagram);
   } else if (key == "pcap") {
-    ok = !val.empty();
-    if (ok) cfg.pcap = std::string(val);
+    if (!pcap_path_ok(std::string(val), error)) return ItemResult::bad;
+    cfg.pcap = std::string(val);
   } else if (key == "dpdk_vdev") {
     ok = !val.empty();
     if (ok) d.vdev = semicolons_to_commas(val);
@@ -341,7 +346,7 @@ ItemResult parse_netdev_item(std::string_view key, std::string_view val, NetdevC
     return ItemResult::unknown;
   }
   if (!ok) {
-    error = "bad value '" + std::string(val) + "' for " + std::string(key);
+    error = "bad value '" + printable(val) + "' for " + printable(key);
     return ItemResult::bad;
   }
   return ItemResult::ok;

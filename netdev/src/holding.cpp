@@ -20,6 +20,8 @@ class Holding final : public HoldingNetdev {
   void wait_rx(std::chrono::microseconds t) override { inner_->wait_rx(t); }
   void wake() override { inner_->wake(); }
   void peer_hint(NetAddr peer, bool up) override { inner_->peer_hint(peer, up); }
+  bool errors_pending() const override { return inner_->errors_pending(); }
+  std::size_t unreachable(std::span<Unreachable> out) override { return inner_->unreachable(out); }
 
   std::size_t tx_burst(std::span<const TxFrame> frames) override {
     std::lock_guard lk(mu_);

@@ -88,6 +88,8 @@ class ImpairedNetdev final : public Netdev {
 
   void wake() override { inner_->wake(); }
   void peer_hint(NetAddr peer, bool up) override { inner_->peer_hint(peer, up); }
+  bool errors_pending() const override { return inner_->errors_pending(); }
+  std::size_t unreachable(std::span<Unreachable> out) override { return inner_->unreachable(out); }
 
  private:
   struct Held {

@@ -1,6 +1,12 @@
 #include "softrnic/netdev/netdev.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include "backends.hpp"
 
@@ -9,6 +15,56 @@ namespace softrnic::netdev {
 std::string to_string(const NetAddr& a) {
   return std::to_string(a.ip >> 24) + "." + std::to_string((a.ip >> 16) & 0xFF) + "." +
          std::to_string((a.ip >> 8) & 0xFF) + "." + std::to_string(a.ip & 0xFF) + ":" + std::to_string(a.port);
+}
+
+bool is_unicast_ipv4(std::uint32_t ip) {
+  return ip != 0 && ip != 0xFFFFFFFFu && (ip >> 28) < 14;
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7F) {
+      out.push_back(ch);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+bool pcap_path_ok(const std::string& path, std::string& error) {
+  if (path.empty()) {
+    error = "pcap: empty file name";
+    return false;
+  }
+  // The directory it would be created in, resolved (symbolic links, ..).
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  char real[PATH_MAX];
+  if (!::realpath(dir.c_str(), real)) {
+    error = "pcap '" + printable(path) + "': directory " + printable(dir) + ": " + std::strerror(errno);
+    return false;
+  }
+  const std::string rdir = real;
+  for (const char* bad : {"/proc", "/sys", "/dev"}) {
+    const std::string b = bad;
+    if (rdir == b || rdir.rfind(b + "/", 0) == 0) {
+      error = "pcap '" + printable(path) + "': refusing a file in " + b;
+      return false;
+    }
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    error = "pcap '" + printable(path) + "': exists and is not a regular file";
+    return false;
+  }
+  return true;
 }
 
 bool parse_ipv4(const std::string& s, std::uint32_t& ip) {

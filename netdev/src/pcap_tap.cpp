@@ -85,6 +85,8 @@ class PcapTapNetdev final : public Netdev {
   void wait_rx(std::chrono::microseconds timeout) override { inner_->wait_rx(timeout); }
   void wake() override { inner_->wake(); }
   void peer_hint(NetAddr peer, bool up) override { inner_->peer_hint(peer, up); }
+  bool errors_pending() const override { return inner_->errors_pending(); }
+  std::size_t unreachable(std::span<Unreachable> out) override { return inner_->unreachable(out); }
 
   std::size_t tx_burst(std::span<const TxFrame> frames) override {
     const std::size_t n = inner_->tx_burst(frames);

@@ -7,11 +7,17 @@
 // to it without a route lookup per datagram, and delivers the peer's datagrams to it. The main
 // socket is bound before it allows port sharing, so a second netdev asking for a taken port
 // still gets "address in use" (and probes on).
+#include <time.h>  // before linux/errqueue.h, which uses timespec
+// clang-format off
+#include <linux/errqueue.h>
+// clang-format on
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
@@ -123,6 +129,9 @@ class UdpNetdev final : public Netdev {
     // Only now (the port is ours) may per-peer sockets share it.
     const int one = 1;
     share_port_ = ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) == 0;
+    // ICMP errors for datagrams sent from the unconnected socket too (a connection request to a
+    // port where nothing listens, a host that is gone): read from its error queue.
+    ::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
     socket_buffer_ = want;
     poll_fds_.assign({fd});
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -172,6 +181,7 @@ class UdpNetdev final : public Netdev {
         // dropped and go on; the reliability layer above retransmits.
         if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
           stats_.tx_dropped++;
+          drain_errors(peer ? peer->fd : socket_.native_handle());
           done++;
           continue;
         }
@@ -245,6 +255,14 @@ class UdpNetdev final : public Netdev {
     wake();  // a wait_rx in progress polls the new set
   }
 
+  bool errors_pending() const override { return !errors_.empty(); }
+  std::size_t unreachable(std::span<Unreachable> out) override {
+    const std::size_t n = std::min(out.size(), errors_.size());
+    std::copy_n(errors_.begin(), n, out.begin());
+    errors_.erase(errors_.begin(), errors_.begin() + static_cast<std::ptrdiff_t>(n));
+    return n;
+  }
+
   NetdevStats stats() const override { return stats_.snapshot(); }
   std::size_t rx_buffer_bytes() const override { return rx_buffer_; }
 
@@ -275,6 +293,7 @@ class UdpNetdev final : public Netdev {
       return -1;
     }
     set_buffers(fd, socket_buffer_);
+    ::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
     return fd;
   }
 
@@ -307,11 +326,41 @@ class UdpNetdev final : public Netdev {
     if (r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
       stats_.tx_dropped++;  // an ICMP error from an earlier datagram: the layer above retransmits
+      drain_errors(fd);
       return true;
     }
     stats_.tx_frames++;
     stats_.tx_bytes += size;
     return true;
+  }
+
+  // Reads the ICMP errors queued on `fd` (IP_RECVERR): destination unreachable reports name the
+  // original destination. Kept for the engine (unreachable()), at most kMaxErrors waiting.
+  void drain_errors(int fd) {
+    for (int i = 0; i < 16; ++i) {
+      sockaddr_in dst{};
+      char ctrl[512];
+      char data[64];
+      iovec iov{data, sizeof data};
+      msghdr m{};
+      m.msg_name = &dst;
+      m.msg_namelen = sizeof dst;
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      m.msg_control = ctrl;
+      m.msg_controllen = sizeof ctrl;
+      if (::recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != IPPROTO_IP || c->cmsg_type != IP_RECVERR) continue;
+        sock_extended_err ee;
+        std::memcpy(&ee, CMSG_DATA(c), sizeof ee);
+        if (ee.ee_origin != SO_EE_ORIGIN_ICMP || ee.ee_type != 3) continue;  // destination unreachable
+        if (errors_.size() >= kMaxErrors) continue;
+        // code 3: port unreachable; 0, 1 (net, host) and the rest: no way there
+        Unreachable u{from_sockaddr(dst), ee.ee_code == 3};
+        if (std::find(errors_.begin(), errors_.end(), u) == errors_.end()) errors_.push_back(u);
+      }
+    }
   }
 
   // The socket rx_burst reads: one wait_rx found readable, else the next in turn.
@@ -337,7 +386,10 @@ class UdpNetdev final : public Netdev {
       socklen_t sl = sizeof src;
       const ssize_t r =
           ::recvfrom(fd, out[0].buf, out[0].cap, MSG_DONTWAIT | MSG_TRUNC, reinterpret_cast<sockaddr*>(&src), &sl);
-      if (r < 0) return 0;
+      if (r < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK) drain_errors(fd);
+        return 0;
+      }
       rx_single_ = false;
       return deliver(out[0], static_cast<std::size_t>(r), static_cast<std::size_t>(r) > out[0].cap, src) ? 1 : 0;
     }
@@ -356,6 +408,7 @@ class UdpNetdev final : public Netdev {
     }
     const int r = ::recvmmsg(fd, msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
     rx_single_ = r <= 1;
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) drain_errors(fd);
     if (r <= 0) return 0;
     std::size_t got = 0;
     for (int i = 0; i < r; ++i) {
@@ -406,6 +459,8 @@ class UdpNetdev final : public Netdev {
   std::atomic<std::uint32_t> ready_{0};  // wait_rx: bit 0 the main socket, bit i peers_[i-1]
   std::mutex poll_mu_;                   // poll_fds_: read by wait_rx, which runs beside the rest
   std::vector<int> poll_fds_;
+  static constexpr std::size_t kMaxErrors = 64;
+  std::vector<Unreachable> errors_;  // ICMP reports for the engine (rx/tx thread only)
 };
 
 }  // namespace

@@ -1,12 +1,13 @@
 // The soft RNIC device: object tables, the progress engine thread, connection management, the
 // reliable sequenced stream of iWARP over UDP, and DDP/RDMAP send and receive.
+#include <sodium.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
-#include <random>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -15,6 +16,7 @@
 #include "softrnic/wire/crc32c.hpp"
 #include "softrnic/wire/ddp.hpp"
 #include "softrnic/wire/udp_frame.hpp"
+#include "user_mem.hpp"
 
 namespace softrnic {
 
@@ -53,6 +55,7 @@ std::string_view to_string(CmEventType t) {
     case CmEventType::rejected: return "rejected";
     case CmEventType::no_listener: return "no listener";
     case CmEventType::unreachable: return "unreachable";
+    case CmEventType::host_unreachable: return "host unreachable";
     case CmEventType::disconnected: return "disconnected";
     case CmEventType::broken: return "broken";
   }
@@ -91,11 +94,29 @@ constexpr std::chrono::microseconds kTimerScan{100};
 constexpr std::uint32_t kClockEvery = 8;
 constexpr std::size_t kRxBurst = 32;
 constexpr std::ptrdiff_t kMaxPendingRequests = 1024;
+// A passive side that accepted waits this long (at most) for the initiator's confirmation: a
+// request from an address that never confirms must not hold the listener's QP for long.
+constexpr std::chrono::milliseconds kHalfOpenTimeout{5000};
+// Sequenced frames must acknowledge something between this far below what was acknowledged and
+// what was sent (RFC 5961 section 5): a blind injector must guess the ack as well as the seq.
+constexpr std::uint32_t kMaxAckLag = 1u << 20;
+// Challenge ACKs for control frames not at the exact sequence: at most one per QP per this long.
+constexpr std::chrono::microseconds kChallengeGap{1000};
+// Cookies (stateless request validation) change key epoch this often; one epoch back is accepted.
+constexpr std::int64_t kCookieEpochSeconds = 64;
+
+// Randomness an off-path attacker cannot predict (initial sequence numbers, QP numbers,
+// connection ids, nonces: RFC 6528): the kernel's generator through libsodium.
+std::uint32_t random32() {
+  return randombytes_random();
+}
 
 class DeviceImpl final : public Device {
  public:
   DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd)
-      : cfg_(cfg), nd_(std::move(nd)), mrs_(limits_.max_mr), rng_(std::random_device{}()) {
+      : cfg_(cfg), nd_(std::move(nd)), mrs_(limits_.max_mr) {
+    if (sodium_init() < 0) std::abort();  // no randomness source: nothing here can be made safe
+    randombytes_buf(cookie_key_.data(), cookie_key_.size());
     rx_bufs_.resize(kRxBurst * nd_->max_datagram());
     rx_frames_.resize(kRxBurst);
     for (std::size_t i = 0; i < kRxBurst; ++i)
@@ -163,6 +184,12 @@ class DeviceImpl final : public Device {
     return Status::ok;
   }
   Status reg_mr(Pd* pd, void* addr, std::uint64_t length, Access access, Mr*& out) override {
+    // The range must be there with the access granted (as a kernel RNIC's pinning proves it).
+    if (length > 0 && length <= limits_.max_mr_size) {
+      const bool write = has(access, Access::local_write) || has(access, Access::remote_write);
+      if (const Status st = check_mapping(reinterpret_cast<std::uintptr_t>(addr), length, write); st != Status::ok)
+        return st;
+    }
     std::lock_guard lk(mu_);
     if (length > limits_.max_mr_size) return Status::length_error;
     return mrs_.reg(pd, reinterpret_cast<std::uintptr_t>(addr), length, access, out);
@@ -241,9 +268,9 @@ class DeviceImpl final : public Device {
     qp->ord = init.ord;
     qp->ird = init.ird;
     do {
-      qp->qpn = next_qpn_++ & 0xFFFFFF;
+      qp->qpn = random32() & 0xFFFFFF;  // unpredictable: a blind injector must guess both QPNs
     } while (qp->qpn == 0 || qps_.count(qp->qpn));
-    qp->snd_nxt = qp->snd_una = static_cast<std::uint32_t>(rng_());
+    qp->snd_nxt = qp->snd_una = random32();
     qp->rto = cfg_.initial_rto;
     init.pd->users++;
     init.send_cq->users++;
@@ -327,11 +354,14 @@ class DeviceImpl final : public Device {
     if (qp->state != QpState::idle || qp->cm != CmPhase::none) return Status::invalid_state;
     qp->peer = remote;
     qp->conn_qual = conn_qual;
-    qp->conn_id = static_cast<std::uint32_t>(rng_());
+    qp->conn_id = random32();
     qp->cm_private.assign(pd.begin(), pd.end());
     qp->cm = CmPhase::connecting;
+    qp->cm_cookie = 0;
+    qp->cm_answered = false;
     const auto now = Clock::now();
     qp->cm_deadline = now + (timeout.count() > 0 ? timeout : cfg_.connect_timeout);
+    qp->cm_started = now;
     send_cm(*qp, w::CmOp::connect_request, 0);
     qp->cm_next_tx = now + kCmRetry;
     nd_->wake();
@@ -369,7 +399,7 @@ class DeviceImpl final : public Device {
     qp->state = QpState::rts;
     qp->req = req;
     const auto now = Clock::now();
-    qp->cm_deadline = now + cfg_.connect_timeout;
+    qp->cm_deadline = now + std::min<std::chrono::milliseconds>(cfg_.connect_timeout, kHalfOpenTimeout);
     send_cm(*qp, w::CmOp::connect_reply, 0);
     qp->cm_next_tx = now + kCmRetry;
     nd_->wake();
@@ -722,7 +752,7 @@ class DeviceImpl final : public Device {
       if (f.inv_stag && !mrs_.invalidate(f.inv_stag, qp.init.pd)) {
         terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::remote_operation),
                   static_cast<std::uint8_t>(w::RdmapError::stag_cannot_invalidate),
-                  "Send with Invalidate names no bound window of this protection zone");
+                  "Send with Invalidate names no bound window of this protection zone", f.max_seq);
         return;
       }
       srq_completed(f.srq);
@@ -768,18 +798,30 @@ class DeviceImpl final : public Device {
       if (mrs_.check(g.lkey, qp.init.pd, g.addr + off, n, Access::none) != MrCheck::ok) return std::nullopt;
       const auto* src = reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(g.addr + off));
       if (n == f.len) return std::span<const std::uint8_t>{src, n};
-      tx_gather_.insert(tx_gather_.end(), src, src + n);
+      const std::size_t at = tx_gather_.size();
+      tx_gather_.resize(at + n);
+      if (!guarded_copy(tx_gather_.data() + at, src, n)) {
+        ctr_.memory_faults++;
+        return std::nullopt;
+      }
       left -= n;
       off = 0;
     }
     return std::span<const std::uint8_t>{tx_gather_};
   }
 
+  // What our frames acknowledge: the cumulative receive point, held below the frame that made us
+  // send a Terminate.
+  static std::uint32_t ack_value(const Qp& qp) {
+    const std::uint32_t next = qp.rxw.next();
+    return qp.ack_limit && seq_lt(*qp.ack_limit, next) ? *qp.ack_limit : next;
+  }
+
   void transmit(Qp& qp, SeqFrame& f) {
     w::FrameHdrWire h;
     std::memcpy(&h, f.head.data(), sizeof h);
     h.flags = w::kFlagAckValid;
-    h.ack = w::Be32(qp.rxw.next());
+    h.ack = w::Be32(ack_value(qp));
     std::memcpy(f.head.data(), &h, sizeof h);
     const std::span<const std::uint8_t> head{f.head.data(), f.head_len};
     const auto payload = payload_of(qp, f);
@@ -790,7 +832,20 @@ class DeviceImpl final : public Device {
     const auto body = *payload;
     w::Crc32c crc;
     crc.update(head);
-    crc.update(body);
+    // The payload is read here first, straight from registered memory: a region the consumer
+    // unmapped or protected meanwhile faults here, and breaks the connection instead of the
+    // process. (The netdev reads it again just after: a region unmapped in that instant is not
+    // covered; the kernel's send returns EFAULT for it, a copying netdev would fault.)
+    struct CrcArgs {
+      w::Crc32c* crc;
+      std::span<const std::uint8_t> body;
+    } ca{&crc, body};
+    if (!body.empty() &&
+        !run_guarded([](void* p) { static_cast<CrcArgs*>(p)->crc->update(static_cast<CrcArgs*>(p)->body); }, &ca)) {
+      ctr_.memory_faults++;
+      qp.local_error = true;
+      return;
+    }
     const auto tail = w::frame_trailer(crc.value());
     const netdev::TxFrame tf{qp.peer, head, body, tail};
     nd_->tx_burst({&tf, 1});
@@ -845,22 +900,26 @@ class DeviceImpl final : public Device {
     qp.ack_due = {};
   }
 
-  void send_ack(Qp& qp) {
+  // flags: kFlagProbe (a keepalive probe) or kFlagProbeReply (the answer to one), with seq the nonce.
+  void send_ack(Qp& qp, std::uint8_t flags = 0, std::uint32_t seq = 0) {
     std::uint8_t buf[w::kFrameOverhead + 4 + 8 * w::kMaxSackBlocks];
-    w::write_frame_header(buf, {w::FrameType::ack, w::kFlagAckValid, qp.peer_qpn, qp.qpn, 0, qp.rxw.next()});
+    w::write_frame_header(buf, {w::FrameType::ack, static_cast<std::uint8_t>(w::kFlagAckValid | flags), qp.peer_qpn,
+                                qp.qpn, seq, ack_value(qp)});
     std::array<SackBlock, w::kMaxSackBlocks> blocks;
-    const std::size_t nb = qp.rxw.sack_blocks(blocks);
+    const std::size_t nb = qp.ack_limit ? 0 : qp.rxw.sack_blocks(blocks);
     const std::size_t body =
         nb ? w::encode_sack({buf + w::kFrameHeaderLen, sizeof buf - w::kFrameHeaderLen}, {blocks.data(), nb}) : 0;
     send_raw(qp.peer, {buf, w::seal_frame(buf, w::kFrameHeaderLen + body)});
     acked(qp);
   }
 
+  // hdr_seq: the header's seq field (a request's cookie echo, a cookie).
   void send_cm_raw(NetAddr to, std::uint32_t dst_qpn, std::uint32_t src_qpn, w::CmOp op, std::uint8_t rsv,
                    std::uint64_t conn_qual, std::uint32_t conn_id, std::uint32_t init_seq,
-                   std::span<const std::uint8_t> pd, std::uint32_t ird = 0, std::uint32_t ord = 0) {
+                   std::span<const std::uint8_t> pd, std::uint32_t ird = 0, std::uint32_t ord = 0,
+                   std::uint32_t hdr_seq = 0) {
     std::vector<std::uint8_t> b(w::kFrameHeaderLen + sizeof(w::CmHdrWire) + pd.size() + w::kFrameTrailerLen);
-    w::write_frame_header(b, {w::FrameType::cm, 0, dst_qpn, src_qpn, 0, 0});
+    w::write_frame_header(b, {w::FrameType::cm, 0, dst_qpn, src_qpn, hdr_seq, 0});
     const w::CmHdrWire c{static_cast<std::uint8_t>(op),
                          rsv,
                          w::Be16(static_cast<std::uint16_t>(pd.size())),
@@ -879,7 +938,34 @@ class DeviceImpl final : public Device {
     const bool carries_pd = op == w::CmOp::connect_request || op == w::CmOp::connect_reply;
     send_cm_raw(qp.peer, qp.peer_qpn, qp.qpn, op, rsv, qp.conn_qual, qp.conn_id, qp.snd_nxt,
                 carries_pd ? std::span<const std::uint8_t>(qp.cm_private) : std::span<const std::uint8_t>{},
-                qp.init.ird, qp.init.ord);
+                qp.init.ird, qp.init.ord, op == w::CmOp::connect_request ? qp.cm_cookie : 0);
+  }
+
+  // The cookie a listener gives a request (from, its QP, attempt, service, initial sequence) in
+  // key epoch `epoch`: a keyed hash (SipHash-2-4), so only who receives it at `from` can echo it,
+  // and the listener keeps no state for a request until it comes back (as TCP's SYN cookies).
+  std::uint32_t cookie(NetAddr from, std::uint32_t src_qpn, std::uint32_t conn_id, std::uint64_t conn_qual,
+                       std::uint32_t init_seq, std::int64_t epoch) const {
+    std::array<unsigned char, 34> in{};
+    std::size_t at = 0;
+    auto put = [&](std::uint64_t v, int bytes) {
+      for (int i = 0; i < bytes; ++i) in[at++] = static_cast<unsigned char>(v >> (8 * i));
+    };
+    put(from.ip, 4);
+    put(from.port, 2);
+    put(src_qpn, 4);
+    put(conn_id, 4);
+    put(conn_qual, 8);
+    put(init_seq, 4);
+    put(static_cast<std::uint64_t>(epoch), 8);
+    std::array<unsigned char, crypto_shorthash_BYTES> h{};
+    crypto_shorthash(h.data(), in.data(), at, cookie_key_.data());
+    const std::uint32_t c = static_cast<std::uint32_t>(h[0]) | static_cast<std::uint32_t>(h[1]) << 8 |
+                            static_cast<std::uint32_t>(h[2]) << 16 | static_cast<std::uint32_t>(h[3]) << 24;
+    return c ? c : 1;  // 0 means "no cookie"
+  }
+  static std::int64_t cookie_epoch(Clock::time_point now) {
+    return std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count() / kCookieEpochSeconds;
   }
 
   void send_reject(const ConnRequest& r, bool no_listener) {
@@ -891,15 +977,17 @@ class DeviceImpl final : public Device {
     if (qp.peer_qpn == 0) return;
     std::erase_if(lingers_, [&](const Linger& l) { return l.qpn == qp.qpn; });
     const auto now = Clock::now();
-    Linger& l =
-        lingers_.emplace_back(Linger{qp.qpn, qp.peer, qp.peer_qpn, qp.conn_id, qp.rxw.next(), now, now + kLinger});
-    send_reset(l);
+    Linger& l = lingers_.emplace_back(
+        Linger{qp.qpn, qp.peer, qp.peer_qpn, qp.conn_id, ack_value(qp), qp.snd_nxt, now, now + kLinger});
+    send_reset(l, l.snd_nxt);
     l.next_tx = now + kResetRetry;
   }
 
-  void send_reset(const Linger& l) {
+  // `seq`: the sequence number the peer must be expecting for the reset to count (RFC 5961):
+  // where our stream ended, or what the peer's challenge ACK said it expects.
+  void send_reset(const Linger& l, std::uint32_t seq) {
     std::uint8_t b[w::kFrameOverhead + sizeof(w::CmHdrWire)];
-    w::write_frame_header(b, {w::FrameType::cm, w::kFlagAckValid, l.peer_qpn, l.qpn, 0, l.rcv_next});
+    w::write_frame_header(b, {w::FrameType::cm, w::kFlagAckValid, l.peer_qpn, l.qpn, seq, l.rcv_next});
     const w::CmHdrWire c{static_cast<std::uint8_t>(w::CmOp::reset),
                          0,
                          w::Be16(0),
@@ -912,14 +1000,21 @@ class DeviceImpl final : public Device {
     send_raw(l.peer, {b, w::seal_frame(b, w::kFrameHeaderLen + sizeof c)});
   }
 
-  // A frame for a QP that is gone: acknowledge what it had received, and repeat the reset.
+  // A frame for a QP that is gone: acknowledge what it had received, and repeat the reset. An
+  // ACK is the peer's challenge to a reset it did not take (not at its expected sequence): the
+  // reset goes again at the sequence the ACK names, if that is within what we sent.
   bool answer_lingering(NetAddr from, const w::FrameHeader& h) {
     for (const Linger& l : lingers_) {
       if (l.qpn != h.dst_qpn || l.peer != from || l.peer_qpn != h.src_qpn) continue;
+      if (h.type == w::FrameType::ack) {
+        if ((h.flags & w::kFlagAckValid) && seq_le(h.ack, l.snd_nxt) && seq_le(l.snd_nxt - kMaxAckLag, h.ack))
+          send_reset(l, h.ack);
+        return true;
+      }
       std::uint8_t b[w::kFrameOverhead];
       w::write_frame_header(b, {w::FrameType::ack, w::kFlagAckValid, l.peer_qpn, l.qpn, 0, l.rcv_next});
       send_raw(l.peer, {b, w::seal_frame(b, w::kFrameHeaderLen)});
-      send_reset(l);
+      send_reset(l, l.snd_nxt);
       return true;
     }
     return false;
@@ -985,7 +1080,13 @@ class DeviceImpl final : public Device {
     qp.cm = CmPhase::none;
     qp.peer = {};
     qp.peer_qpn = 0;
-    qp.snd_nxt = qp.snd_una = static_cast<std::uint32_t>(rng_());
+    qp.snd_nxt = qp.snd_una = random32();
+    qp.ack_limit.reset();
+    qp.ka_nonce = 0;
+    qp.ka_sent = 0;
+    qp.ka_soon = false;
+    qp.ka_next = {};
+    qp.cm_cookie = 0;
     qp.send_msn = qp.recv_msn = qp.read_msn = qp.peer_read_msn = 1;
     qp.disc_rx_pending = false;
     qp.rto = cfg_.initial_rto;
@@ -993,8 +1094,14 @@ class DeviceImpl final : public Device {
     qp.rto_probe = {};
   }
 
-  void terminate(Qp& qp, w::TermLayer layer, std::uint8_t etype, std::uint8_t code, std::string reason) {
+  // `bad`: the sequence number of the frame that caused it (default: the frame being handled),
+  // from which on nothing is acknowledged any more, so the request it belongs to completes in
+  // error at its sender, never in success.
+  void terminate(Qp& qp, w::TermLayer layer, std::uint8_t etype, std::uint8_t code, std::string reason,
+                 std::optional<std::uint32_t> bad = std::nullopt) {
     ctr_.terminates_sent++;
+    if (!bad) bad = rx_seq_;
+    if (bad && !qp.ack_limit) qp.ack_limit = seq_lt(*bad, qp.rxw.next()) ? *bad : qp.rxw.next();
     const w::TerminateHdr th = w::encode_terminate({layer, etype, code, false, false});
     std::uint8_t h[sizeof(w::DdpUntaggedHdr)];
     const std::size_t hl = w::encode_untagged(h, w::RdmapOpcode::terminate, true, w::kQnTerminate, 1, 0);
@@ -1054,6 +1161,7 @@ class DeviceImpl final : public Device {
       got += n;
       if (n < kRxBurst) break;
     }
+    if (nd_->errors_pending()) network_errors();
     flush_acks();
     if (now) timers(*now);
     return got;
@@ -1141,6 +1249,12 @@ class DeviceImpl final : public Device {
             close_qp(qp, CmEventType::unreachable, "no reply to the connection request");
             continue;
           }
+          if (!qp.cm_answered && now - qp.cm_started >= cfg_.connect_no_answer) {
+            close_qp(
+                qp, CmEventType::unreachable,
+                "nothing answered the connection request in " + std::to_string(cfg_.connect_no_answer.count()) + " ms");
+            continue;
+          }
           if (now >= qp.cm_next_tx) {
             send_cm(qp, w::CmOp::connect_request, 0);
             qp.cm_next_tx = now + kCmRetry;
@@ -1161,6 +1275,9 @@ class DeviceImpl final : public Device {
             close_qp(qp, CmEventType::disconnected, "disconnect not acknowledged");
             continue;
           }
+          break;
+        case CmPhase::connected:
+          if (keepalive(qp, now)) continue;
           break;
         default: break;
       }
@@ -1219,7 +1336,7 @@ class DeviceImpl final : public Device {
     }
     for (Linger& l : lingers_) {
       if (now >= l.next_tx) {
-        send_reset(l);
+        send_reset(l, l.snd_nxt);
         l.next_tx = now + kResetRetry;
       }
     }
@@ -1231,6 +1348,56 @@ class DeviceImpl final : public Device {
       delete r;
       return true;
     });
+  }
+
+  // Liveness: a peer silent for keepalive_idle is probed every keepalive_interval (an ACK frame
+  // it answers at once); keepalive_probes unanswered break the connection. A stale ack (the peer
+  // acknowledging less than before) brings a probe at once: its answer tells reordering from a
+  // forged acknowledgement. True when the connection broke.
+  bool keepalive(Qp& qp, Clock::time_point now) {
+    if (cfg_.keepalive_idle.count() == 0) return false;
+    if (!qp.ka_soon && now - qp.last_rx < cfg_.keepalive_idle) return false;
+    if (now < qp.ka_next) return false;
+    if (qp.ka_sent >= cfg_.keepalive_probes) {
+      ctr_.dead_peers++;
+      start_linger(qp);
+      close_qp(qp, CmEventType::broken,
+               "the peer answered none of " + std::to_string(cfg_.keepalive_probes) + " keepalive probes");
+      return true;
+    }
+    qp.ka_soon = false;
+    do {
+      qp.ka_nonce = random32();
+    } while (qp.ka_nonce == 0);
+    qp.ka_una = qp.snd_una;
+    send_ack(qp, w::kFlagProbe, qp.ka_nonce);
+    qp.ka_sent++;
+    ctr_.keepalive_probes++;
+    qp.ka_next = now + cfg_.keepalive_interval;
+    return false;
+  }
+
+  // What the network said of peers we sent to (ICMP destination unreachable): a connection
+  // request to a port where nothing listens fails at once (as TCP's does on a RST), as does one to
+  // an unreachable host; an established connection is left to its keepalive and retransmission
+  // limits (an ICMP message is easy to forge), unless it is already probing a silent peer.
+  void network_errors() {
+    std::array<netdev::Unreachable, 8> un;
+    const std::size_t n = nd_->unreachable(un);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (auto it = qps_.begin(); it != qps_.end();) {
+        Qp& qp = *(it++)->second;
+        if (qp.peer != un[i].peer) continue;
+        if (qp.cm == CmPhase::connecting) {
+          close_qp(qp, un[i].port ? CmEventType::no_listener : CmEventType::host_unreachable,
+                   un[i].port ? "ICMP port unreachable: nothing receives at " + netdev::to_string(qp.peer)
+                              : "ICMP host or network unreachable: " + netdev::to_string(qp.peer));
+        } else if (qp.cm == CmPhase::connected && qp.ka_nonce != 0 && un[i].port) {
+          ctr_.dead_peers++;
+          close_qp(qp, CmEventType::broken, "the peer is gone (ICMP port unreachable for a keepalive probe)");
+        }
+      }
+    }
   }
 
   bool known_req(ConnRequest* r) const { return std::find(reqs_.begin(), reqs_.end(), r) != reqs_.end(); }
@@ -1249,23 +1416,58 @@ class DeviceImpl final : public Device {
     auto it = qps_.find(h.dst_qpn);
     if (it == qps_.end() || it->second->peer != from || it->second->peer_qpn != h.src_qpn ||
         it->second->cm == CmPhase::none || it->second->cm == CmPhase::connecting) {
-      if (h.type != w::FrameType::ack && answer_lingering(from, h)) return;
+      if (answer_lingering(from, h)) return;
       ctr_.rx_unknown_qp++;
       return;
     }
+    // Closed abruptly (a reset repeats): the linger answers (a terminated QP, which has none,
+    // still takes the acks of its Terminate).
+    if (it->second->cm == CmPhase::closed && answer_lingering(from, h)) return;
     Qp& qp = *it->second;
-    qp.ctr.rx_frames++;
     if (h.type == w::FrameType::ack) {
       std::array<SackBlock, w::kMaxSackBlocks> blocks;
       const std::size_t nb = w::decode_sack(body, std::span<SackBlock>(blocks));
-      if (nb == w::kSackInvalid) {
+      if (nb == w::kSackInvalid || !(h.flags & w::kFlagAckValid)) {
         ctr_.rx_bad_frames++;
         return;
       }
-      if (h.flags & w::kFlagAckValid) handle_ack(qp, h.ack, {blocks.data(), nb});
+      if (!handle_ack(qp, h.ack, {blocks.data(), nb})) return;  // an impossible ack: not the peer's
+      qp.ctr.rx_frames++;
+      if ((h.flags & w::kFlagProbeReply) && qp.ka_nonce != 0 && h.seq == qp.ka_nonce) {
+        qp.ka_nonce = 0;
+        // The answer to our probe acknowledges what the peer had when it answered, which is at
+        // least what it had acknowledged before we probed: less means it never received what
+        // "it" acknowledged (an acknowledgement was forged), and the stream cannot recover.
+        if (seq_lt(h.ack, qp.ka_una)) {
+          ctr_.rx_bad_acks++;
+          start_linger(qp);
+          close_qp(qp, CmEventType::broken,
+                   "the peer acknowledges less than it had acknowledged (a forged acknowledgement?)");
+          return;
+        }
+      }
+      alive(qp);
+      if (h.flags & w::kFlagProbe) send_ack(qp, w::kFlagProbeReply, h.seq);
       return;
     }
-    if (h.flags & w::kFlagAckValid) handle_ack(qp, h.ack, {});
+    // A sequenced frame must acknowledge something we sent (RFC 5961 section 5): a blind
+    // injector must guess the acknowledgement as well as the sequence number.
+    if (!(h.flags & w::kFlagAckValid) || !ack_acceptable(qp, h.ack)) {
+      ctr_.rx_bad_acks++;
+      challenge(qp);
+      return;
+    }
+    // A graceful close is taken only at the exact sequence number expected (RFC 5961 section 3):
+    // one ahead of it is answered with our ACK (and SACK), and its sender, which does not see it
+    // acknowledged, sends it again once the frames before it have arrived.
+    if (h.type == w::FrameType::stream_ctrl && seq_lt(qp.rxw.next(), h.seq)) {
+      ctr_.challenge_acks++;
+      challenge(qp);
+      return;
+    }
+    qp.ctr.rx_frames++;
+    handle_ack(qp, h.ack, {});
+    alive(qp);
     if (qp.cm == CmPhase::accepting) established_passive(qp);
     mark_ack(qp);
     const bool ahead = h.seq != qp.rxw.next();
@@ -1288,11 +1490,32 @@ class DeviceImpl final : public Device {
     // Placement happens as segments arrive, in any order; what must follow the stream's order
     // (receive completions, a graceful close) waits until the cumulative point passes it.
     if (h.type == w::FrameType::ddp) {
+      const RxSeqScope seq_scope(*this, h.seq);
       handle_ddp(qp, body, h.seq);
     } else if (h.type == w::FrameType::stream_ctrl) {
       handle_stream_ctrl(qp, body, h.seq);
     }
     stream_advanced(qp);
+  }
+
+  // Whether `ack` acknowledges something we sent: not beyond snd_nxt, and not further below
+  // snd_una than reordering can explain.
+  static bool ack_acceptable(const Qp& qp, std::uint32_t ack) {
+    return seq_le(ack, qp.snd_nxt) && seq_le(qp.snd_una - kMaxAckLag, ack);
+  }
+
+  // A challenge ACK (RFC 5961): our cumulative point and SACK, at most one per kChallengeGap.
+  void challenge(Qp& qp) {
+    const auto now = rx_now_;
+    if (now - qp.last_challenge < kChallengeGap) return;
+    qp.last_challenge = now;
+    send_ack(qp);
+  }
+
+  // The peer showed it is there (a frame that passed the checks).
+  void alive(Qp& qp) {
+    qp.last_rx = rx_now_;
+    qp.ka_sent = 0;
   }
 
   // Completes what the cumulative point now covers: receives in MSN order, then a pending close.
@@ -1341,8 +1564,29 @@ class DeviceImpl final : public Device {
     });
   }
 
-  void handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack) {
-    if (seq_lt(qp.snd_nxt, ack) || seq_lt(ack, qp.snd_una)) return;  // stale or impossible
+  // False when the ack cannot be the peer's (it acknowledges what was never sent, or its SACK
+  // blocks name frames outside what is in flight): ignored and counted. A stale one (below what
+  // was acknowledged before) may be reordering, or the sign that an acknowledgement was forged:
+  // the peer is probed, and its answer tells (handle_datagram).
+  bool handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack) {
+    if (seq_lt(qp.snd_nxt, ack)) {
+      ctr_.rx_bad_acks++;
+      return false;
+    }
+    for (const SackBlock& b : sack) {
+      if (!seq_lt(ack, b.start) || seq_lt(qp.snd_nxt, b.end)) {
+        ctr_.rx_bad_acks++;
+        return false;
+      }
+    }
+    if (seq_lt(ack, qp.snd_una)) {
+      if (!seq_le(qp.snd_una - kMaxAckLag, ack)) {
+        ctr_.rx_bad_acks++;
+        return false;
+      }
+      if (qp.cm == CmPhase::connected && cfg_.keepalive_idle.count() > 0) qp.ka_soon = true;
+      return true;
+    }
     // The time of this receive round (read when the netdev returned its frames): round trips are
     // sampled for timers of millisecond granularity, and a clock read per frame costs.
     const auto now = rx_now_;
@@ -1391,7 +1635,7 @@ class DeviceImpl final : public Device {
       qp.rack_rtt = resent_rtt;
     }
     if (slowest.count() >= 0) rtt_sample(qp, slowest);
-    if (!seq_lt(qp.snd_una, ack)) return;  // no new cumulative progress
+    if (!seq_lt(qp.snd_una, ack)) return true;  // no new cumulative progress
     while (!qp.inflight.empty() && seq_lt(qp.inflight.front().seq, ack)) {
       qp.inflight_bytes -= qp.inflight.front().len;
       qp.inflight.pop_front();
@@ -1401,17 +1645,19 @@ class DeviceImpl final : public Device {
     while (!qp.responses_end.empty() && seq_le(qp.responses_end.front(), ack)) qp.responses_end.pop_front();
     if (qp.cm == CmPhase::disconnecting && qp.state == QpState::closing && seq_le(qp.disc_seq, ack)) {
       close_qp(qp, CmEventType::disconnected, "");
-      return;
+      return true;
     }
     if (qp.state == QpState::terminate && qp.inflight.empty() && qp.backlog.empty()) {
       qp.state = QpState::error;
-      return;
+      return true;
     }
     pump_tx(qp);
+    return true;
   }
 
   void established_passive(Qp& qp) {
     qp.cm = CmPhase::connected;
+    qp.last_rx = Clock::now();
     hint_peer(qp, true);
     if (qp.init.on_event) qp.init.on_event(&qp, CmEvent{CmEventType::established, {}, ""});
   }
@@ -1486,6 +1732,27 @@ class DeviceImpl final : public Device {
           const auto t = w::decode_terminate(th);
           reason += " (layer " + std::to_string(static_cast<int>(t.layer)) + ", etype " + std::to_string(t.etype) +
                     ", code " + std::to_string(t.code) + ")";
+        }
+        // The request the peer refused (the first not acknowledged: the Terminate acknowledges
+        // nothing from the offending frame on) completes in error; the rest are flushed.
+        if (!qp.sq.empty()) {
+          const SendWqe& f = qp.sq.front();
+          std::uint8_t layer_etype = 0;
+          if (s.ulp_header.size() >= sizeof(w::TerminateHdr)) {
+            w::TerminateHdr th;
+            std::memcpy(&th, s.ulp_header.data(), sizeof th);
+            const auto t = w::decode_terminate(th);
+            layer_etype =
+                t.layer == w::TermLayer::ddp && t.etype == static_cast<std::uint8_t>(w::DdpEtype::tagged_buffer) ? 1
+                : t.layer == w::TermLayer::rdmap &&
+                        t.etype == static_cast<std::uint8_t>(w::RdmapEtype::remote_protection)
+                    ? 1
+                    : 0;
+          }
+          push_wc(qp.init.send_cq,
+                  Wc{f.wr_id, f.opcode, layer_etype ? WcStatus::remote_access_error : WcStatus::remote_operation_error,
+                     0, &qp, qp.init.context});
+          qp.sq.pop_front();
         }
         close_qp(qp, CmEventType::broken, reason);
         return;
@@ -1563,8 +1830,11 @@ class DeviceImpl final : public Device {
                     "a receive buffer's region was freed while posted");
           return;
         }
-        if (pass == 1)
-          std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(g.addr + mo)), s.payload.data() + done, n);
+        if (pass == 1 && !guarded_copy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(g.addr + mo)),
+                                       s.payload.data() + done, n)) {
+          memory_fault(qp, "a receive buffer");
+          return;
+        }
         done += n;
         mo = 0;
       }
@@ -1595,6 +1865,7 @@ class DeviceImpl final : public Device {
     while (qp.state == QpState::rts && !qp.reads_in.empty() && seq_lt(qp.reads_in.front().seq, qp.rxw.next())) {
       const ReadIn r = qp.reads_in.front();
       qp.reads_in.pop_front();
+      const RxSeqScope seq_scope(*this, r.seq);
       const auto untagged = static_cast<std::uint8_t>(w::DdpEtype::untagged_buffer);
       if (r.msn != qp.peer_read_msn) {
         terminate(qp, w::TermLayer::ddp, untagged, static_cast<std::uint8_t>(w::DdpUntaggedError::invalid_msn_range),
@@ -1671,7 +1942,11 @@ class DeviceImpl final : public Device {
                   "an RDMA Read sink region was freed while the read was outstanding");
         return;
       }
-      std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.to)), s.payload.data(), s.payload.size());
+      if (!guarded_copy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.to)), s.payload.data(),
+                        s.payload.size())) {
+        memory_fault(qp, "an RDMA Read sink");
+        return;
+      }
     }
     rd->placed += s.payload.size();
     if (!rd->seq_seen || seq_lt(rd->max_seq, seq)) rd->max_seq = seq;
@@ -1725,8 +2000,18 @@ class DeviceImpl final : public Device {
       tagged_violation(qp, c, /*read=*/false);
       return;
     }
-    if (!s.payload.empty())
-      std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.to)), s.payload.data(), s.payload.size());
+    if (!s.payload.empty() &&
+        !guarded_copy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.to)), s.payload.data(), s.payload.size()))
+      memory_fault(qp, "an RDMA Write target");
+  }
+
+  // Registered memory the consumer unmapped or protected after registering it: the connection
+  // breaks (a local catastrophic error, Terminate to the peer), the process does not.
+  void memory_fault(Qp& qp, const char* what) {
+    ctr_.memory_faults++;
+    terminate(qp, w::TermLayer::rdmap, static_cast<std::uint8_t>(w::RdmapEtype::local_catastrophic),
+              static_cast<std::uint8_t>(w::RdmapError::catastrophic_local),
+              std::string(what) + "'s registered memory is no longer mapped with write access");
   }
 
   void handle_cm(NetAddr from, const w::FrameHeader& h, std::span<const std::uint8_t> body) {
@@ -1748,7 +2033,11 @@ class DeviceImpl final : public Device {
         for (ConnRequest* r : reqs_) {
           if (r->from == from && r->conn_id == conn_id && r->src_qpn == h.src_qpn) {
             if (r->phase == ReqPhase::rejected) send_reject(*r, false);
-            return;  // pending: the consumer decides; accepted: the QP retransmits its reply
+            // pending: the consumer decides, and the initiator hears that its request arrived
+            // (it does not give up for want of an answer); accepted: the QP repeats its reply.
+            if (r->phase == ReqPhase::pending)
+              send_cm_raw(from, h.src_qpn, 0, w::CmOp::pending, 0, r->conn_qual, conn_id, 0, {});
+            return;
           }
         }
         auto l = listeners_.find(c.conn_qual.get());
@@ -1760,6 +2049,24 @@ class DeviceImpl final : public Device {
           tmp.conn_qual = c.conn_qual.get();
           send_reject(tmp, true);
           return;
+        }
+        // No state for a request until its initiator has shown it receives at its address: the
+        // first request is answered with a cookie, which only a request sent from there echoes
+        // (a spoofed source never sees it, so it can neither reach the consumer nor hold a QP).
+        {
+          const auto now = Clock::now();
+          const std::int64_t epoch = cookie_epoch(now);
+          const std::uint64_t qual = c.conn_qual.get();
+          const std::uint32_t isn = c.init_seq.get();
+          const bool valid = h.seq != 0 && (h.seq == cookie(from, h.src_qpn, conn_id, qual, isn, epoch) ||
+                                            h.seq == cookie(from, h.src_qpn, conn_id, qual, isn, epoch - 1));
+          if (!valid) {
+            if (h.seq != 0) ctr_.rx_bad_cookies++;
+            ctr_.cookies_sent++;
+            send_cm_raw(from, h.src_qpn, 0, w::CmOp::cookie, 0, qual, conn_id, 0, {}, 0, 0,
+                        cookie(from, h.src_qpn, conn_id, qual, isn, epoch));
+            return;
+          }
         }
         if (std::count_if(reqs_.begin(), reqs_.end(),
                           [](const ConnRequest* q) { return q->phase == ReqPhase::pending; }) >= kMaxPendingRequests) {
@@ -1787,6 +2094,7 @@ class DeviceImpl final : public Device {
         Qp& qp = *it->second;
         if (qp.cm == CmPhase::connecting) {
           qp.peer_qpn = h.src_qpn;
+          qp.last_rx = Clock::now();
           qp.rxw.reset(c.init_seq.get());
           qp.ord = std::min(qp.init.ord, static_cast<std::uint32_t>(c.ird.get()));  // no more than the peer takes
           qp.ird = qp.init.ird;
@@ -1804,7 +2112,9 @@ class DeviceImpl final : public Device {
       }
       case w::CmOp::reject: {
         auto it = qps_.find(h.dst_qpn);
-        if (it == qps_.end() || it->second->conn_id != conn_id || it->second->cm != CmPhase::connecting) return;
+        if (it == qps_.end() || it->second->conn_id != conn_id || it->second->cm != CmPhase::connecting ||
+            it->second->peer != from)
+          return;
         Qp& qp = *it->second;
         flush_qp(qp);
         qp.state = QpState::error;
@@ -1818,10 +2128,26 @@ class DeviceImpl final : public Device {
         // The peer closed abruptly. Its ack first: Sends it received complete, not flush.
         auto it = qps_.find(h.dst_qpn);
         if (it != qps_.end() && it->second->peer == from && it->second->peer_qpn == h.src_qpn &&
-            it->second->conn_id == conn_id) {
+            it->second->conn_id == conn_id && it->second->cm != CmPhase::none &&
+            it->second->cm != CmPhase::connecting) {
           Qp& qp = *it->second;
-          if (h.flags & w::kFlagAckValid) handle_ack(qp, h.ack, {});
-          if (qp.cm != CmPhase::closed) close_qp(qp, CmEventType::disconnected, "the peer reset the connection");
+          if (qp.cm == CmPhase::closed) {
+            // already closed (an earlier reset, or our own close): acknowledge it below
+          } else if (h.seq != qp.rxw.next() || !(h.flags & w::kFlagAckValid) || !ack_acceptable(qp, h.ack)) {
+            // Taken only at the exact sequence number we expect (RFC 5961 section 3): anything
+            // else is answered with our ACK, which the real peer, if it did reset, answers with a
+            // reset at that number (answer_lingering); a blind attacker never sees it.
+            ctr_.challenge_acks++;
+            challenge(qp);
+            return;
+          } else {
+            handle_ack(qp, h.ack, {});
+            if (qp.cm != CmPhase::closed) close_qp(qp, CmEventType::disconnected, "the peer reset the connection");
+          }
+        } else if (std::none_of(lingers_.begin(), lingers_.end(), [&](const Linger& l) {
+                     return l.qpn == h.dst_qpn && l.peer == from && l.peer_qpn == h.src_qpn && l.conn_id == conn_id;
+                   })) {
+          return;  // not a connection of ours (nor one we closed too): no answer, an attacker learns nothing
         }
         std::uint8_t b[w::kFrameOverhead + sizeof(w::CmHdrWire)];
         w::write_frame_header(b, {w::FrameType::cm, 0, h.src_qpn, h.dst_qpn, 0, 0});
@@ -1840,6 +2166,21 @@ class DeviceImpl final : public Device {
       case w::CmOp::reset_ack:
         std::erase_if(lingers_, [&](const Linger& l) { return l.qpn == h.dst_qpn && l.peer == from; });
         return;
+      case w::CmOp::pending:
+      case w::CmOp::cookie: {
+        auto it = qps_.find(h.dst_qpn);
+        if (it == qps_.end() || it->second->conn_id != conn_id || it->second->cm != CmPhase::connecting ||
+            it->second->peer != from)
+          return;
+        Qp& qp = *it->second;
+        qp.cm_answered = true;  // the listener is there
+        if (static_cast<w::CmOp>(c.op) == w::CmOp::cookie && h.seq != 0 && h.seq != qp.cm_cookie) {
+          qp.cm_cookie = h.seq;
+          send_cm(qp, w::CmOp::connect_request, 0);  // at once, echoing it
+          qp.cm_next_tx = Clock::now() + kCmRetry;
+        }
+        return;
+      }
       case w::CmOp::ready_to_use: {
         auto it = qps_.find(h.dst_qpn);
         if (it == qps_.end() || it->second->conn_id != conn_id || it->second->peer != from) return;
@@ -1858,7 +2199,7 @@ class DeviceImpl final : public Device {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   MrTable mrs_;
-  std::uint32_t next_pd_ = 1, next_qpn_ = 1;
+  std::uint32_t next_pd_ = 1;
   std::unordered_set<Pd*> pd_set_;
   std::unordered_set<Cq*> cqs_;
   std::unordered_set<Srq*> srqs_;
@@ -1877,8 +2218,19 @@ class DeviceImpl final : public Device {
   Clock::time_point rx_now_{};                    // when the current receive round received its frames
   std::atomic<std::uint32_t> progress_calls_{0};  // progress(): the clock is read every kClockEvery calls
   std::size_t window_bytes_ = 0;
-  std::mt19937 rng_;
+  std::array<unsigned char, crypto_shorthash_KEYBYTES> cookie_key_{};
   DeviceCounters ctr_{};
+  std::optional<std::uint32_t> rx_seq_;  // the sequence number of the received frame being handled
+
+  // Names the frame being handled for terminate() while it lives.
+  struct RxSeqScope {
+    RxSeqScope(DeviceImpl& d, std::uint32_t seq) : d_(d), saved_(d.rx_seq_) { d.rx_seq_ = seq; }
+    ~RxSeqScope() { d_.rx_seq_ = saved_; }
+    RxSeqScope(const RxSeqScope&) = delete;
+    RxSeqScope& operator=(const RxSeqScope&) = delete;
+    DeviceImpl& d_;
+    std::optional<std::uint32_t> saved_;
+  };
 };
 
 }  // namespace

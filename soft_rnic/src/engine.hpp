@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -220,7 +221,10 @@ struct Qp {
   std::vector<std::uint8_t> cm_private;  // what our REQ/REP carries, for retransmission
   Clock::time_point cm_deadline{};
   Clock::time_point cm_next_tx{};
-  ConnRequest* req = nullptr;  // passive side: the request we accepted
+  Clock::time_point cm_started{};  // active side: when the request first went out
+  bool cm_answered = false;        // active side: the listener answered something (reply, cookie, pending)
+  std::uint32_t cm_cookie = 0;     // active side: the listener's cookie, echoed in our requests
+  ConnRequest* req = nullptr;      // passive side: the request we accepted
 
   // Reliable sequenced stream, send side.
   std::uint32_t snd_nxt = 0;
@@ -237,6 +241,9 @@ struct Qp {
   std::chrono::microseconds reo_wnd{0};  // widened after a spurious retransmission
   Clock::time_point rto_probe{};         // when the RTO last fired (the timer of the rest restarts there)
   std::uint32_t disc_seq = 0;            // sequence after our disconnect frame
+  // After we sent a Terminate: acknowledge nothing from the frame that caused it on, so its
+  // sender completes that request in error rather than with success.
+  std::optional<std::uint32_t> ack_limit;
 
   // Receive side.
   RxWindow rxw;
@@ -246,6 +253,15 @@ struct Qp {
   bool ack_now = false;          // a duplicate or a gap: the peer needs an ack at once
   bool disc_rx_pending = false;  // the peer's disconnect arrived ahead of a gap
   std::uint32_t disc_rx_seq = 0;
+  Clock::time_point last_challenge{};  // the last challenge ACK (rate limit)
+
+  // Liveness (keepalive): the peer's last frame, and the probes sent since.
+  Clock::time_point last_rx{};
+  Clock::time_point ka_next{};  // the next probe may go then
+  int ka_sent = 0;              // probes unanswered
+  bool ka_soon = false;         // probe now: the peer acknowledged less than before
+  std::uint32_t ka_nonce = 0;   // the outstanding probe's nonce
+  std::uint32_t ka_una = 0;     // snd_una when it went: the answer must acknowledge at least that
 
   // RDMAP/DDP.
   std::uint32_t send_msn = 1;               // next MSN on QN 0
@@ -275,6 +291,7 @@ struct Linger {
   std::uint32_t peer_qpn = 0;
   std::uint32_t conn_id = 0;
   std::uint32_t rcv_next = 0;
+  std::uint32_t snd_nxt = 0;  // what the reset's seq says: the peer's expected sequence number
   Clock::time_point next_tx{};
   Clock::time_point expiry{};
 };

@@ -1,6 +1,21 @@
 #include "mr_table.hpp"
 
+#include <sodium.h>
+
 namespace softrnic {
+namespace {
+
+// A fresh key for a slot: random (an STag must not be guessable from the ones a consumer has
+// seen, ReDMArk), never the slot's previous key (a stale STag must not become valid again), never 0.
+std::uint16_t fresh_key(std::uint16_t old) {
+  std::uint16_t k;
+  do {
+    k = static_cast<std::uint16_t>(randombytes_random());
+  } while (k == 0 || k == old);
+  return k;
+}
+
+}  // namespace
 
 std::string_view to_string(MrCheck c) {
   switch (c) {
@@ -21,13 +36,13 @@ Status MrTable::add(Mr proto, Mr*& out) {
     idx = free_.back();
     free_.pop_back();
   } else {
-    if (slots_.size() >= (1u << 24)) return Status::insufficient_resources;
+    if (slots_.size() > kMaxIndex) return Status::insufficient_resources;
     idx = static_cast<std::uint32_t>(slots_.size());
     slots_.push_back({});
   }
   Slot& s = slots_[idx];
-  s.key = static_cast<std::uint8_t>(s.key + 1);  // a reused index gets a new key
-  proto.stag = idx << 8 | s.key;
+  s.key = fresh_key(s.key);
+  proto.stag = idx << kKeyBits | s.key;
   s.mr = new Mr(proto);
   proto.pd->users++;
   live_++;
@@ -65,10 +80,10 @@ Status MrTable::bind_window(Mr* mw, Mr* mr, std::uint64_t addr, std::uint64_t le
     if (has(access, Access::remote_write) && !has(mr->access, Access::local_write)) return Status::protection_violation;
   }
   if (mw->parent) mw->parent->bound_windows--;
-  const std::uint32_t idx = mw->stag >> 8;
+  const std::uint32_t idx = mw->stag >> kKeyBits;
   Slot& s = slots_[idx];
-  s.key = static_cast<std::uint8_t>(s.key + 1);
-  mw->stag = idx << 8 | s.key;
+  s.key = fresh_key(s.key);
+  mw->stag = idx << kKeyBits | s.key;
   mw->parent = len > 0 ? mr : nullptr;
   mw->addr = len > 0 ? addr : 0;
   mw->length = len;
@@ -79,7 +94,7 @@ Status MrTable::bind_window(Mr* mw, Mr* mr, std::uint64_t addr, std::uint64_t le
 
 bool MrTable::invalidate(std::uint32_t stag, const Pd* pd) {
   Mr* mw = nullptr;
-  const std::uint32_t idx = stag >> 8;
+  const std::uint32_t idx = stag >> kKeyBits;
   if (idx == 0 || idx >= slots_.size() || !(mw = slots_[idx].mr) || !mw->window || mw->stag != stag || mw->pd != pd ||
       !mw->parent)
     return false;
@@ -91,7 +106,7 @@ bool MrTable::invalidate(std::uint32_t stag, const Pd* pd) {
 }
 
 Status MrTable::dereg(Mr* mr) {
-  const std::uint32_t idx = mr->stag >> 8;
+  const std::uint32_t idx = mr->stag >> kKeyBits;
   if (idx == 0 || idx >= slots_.size() || slots_[idx].mr != mr) return Status::invalid_param;
   if (mr->bound_windows > 0) return Status::in_use;  // windows still grant access to it
   if (mr->window && mr->parent) mr->parent->bound_windows--;
@@ -105,11 +120,11 @@ Status MrTable::dereg(Mr* mr) {
 
 MrCheck MrTable::check(std::uint32_t stag, const Pd* pd, std::uint64_t addr, std::uint64_t len, Access need,
                        Mr** found) const {
-  const std::uint32_t idx = stag >> 8;
+  const std::uint32_t idx = stag >> kKeyBits;
   if (idx == 0 || idx >= slots_.size()) return MrCheck::invalid_stag;
   const Slot& s = slots_[idx];
   if (!s.mr) return MrCheck::invalid_stag;
-  if (s.key != (stag & 0xFF)) return MrCheck::key_mismatch;
+  if (s.key != (stag & kKeyMask)) return MrCheck::key_mismatch;
   const Mr& mr = *s.mr;
   // A window serves remote access only, and only while bound.
   if (mr.window && (!mr.parent || !(has(need, Access::remote_read) || has(need, Access::remote_write))))

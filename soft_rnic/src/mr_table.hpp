@@ -1,4 +1,7 @@
-// Protection zones and memory regions: STags with a key byte, access rights, bounds, PZ match.
+// Protection zones and memory regions: STags with a random key, access rights, bounds, PZ match.
+// An STag is index << 16 | key: the index names the table slot (1..65535), the 16-bit key is
+// drawn at random at each registration and each window bind (never the slot's previous key), so
+// an STag cannot be predicted from others (docs/security.md).
 // Not thread-safe: the device lock guards it.
 #pragma once
 
@@ -58,13 +61,17 @@ class MrTable {
                 Mr** found = nullptr) const;
   std::size_t live() const { return live_; }
 
+  static constexpr unsigned kKeyBits = 16;
+  static constexpr std::uint32_t kKeyMask = (1u << kKeyBits) - 1;
+  static constexpr std::uint32_t kMaxIndex = (1u << (32 - kKeyBits)) - 1;
+
  private:
   // Puts a copy of `proto` in a free slot under a fresh STag.
   Status add(Mr proto, Mr*& out);
 
   struct Slot {
     Mr* mr = nullptr;
-    std::uint8_t key = 0;
+    std::uint16_t key = 0;
   };
   std::uint32_t max_;
   std::vector<Slot> slots_{Slot{}};  // index 0 unused: STag 0 is never valid

@@ -9,54 +9,15 @@
 #include <numeric>
 #include <vector>
 
+#include "harness.hpp"
 #include "softrnic/rnic.hpp"
 
 using namespace softrnic;
 using namespace std::chrono_literals;
+using softrnic::testing::poll_one;
+using softrnic::testing::Sink;
 
 namespace {
-
-// Collects events and completions from callbacks; waits with a bound.
-struct Sink {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<CmEvent> events;
-  std::deque<std::pair<ConnRequest*, ConnRequestInfo>> requests;
-
-  void on_event(const CmEvent& e) {
-    std::lock_guard lk(mu);
-    events.push_back(e);
-    cv.notify_all();
-  }
-  void on_request(ConnRequest* r, const ConnRequestInfo& i) {
-    std::lock_guard lk(mu);
-    requests.emplace_back(r, i);
-    cv.notify_all();
-  }
-  bool wait_event(CmEvent& out, std::chrono::milliseconds t = 5000ms) {
-    std::unique_lock lk(mu);
-    if (!cv.wait_for(lk, t, [&] { return !events.empty(); })) return false;
-    out = events.front();
-    events.pop_front();
-    return true;
-  }
-  bool wait_request(ConnRequest*& r, ConnRequestInfo& i, std::chrono::milliseconds t = 5000ms) {
-    std::unique_lock lk(mu);
-    if (!cv.wait_for(lk, t, [&] { return !requests.empty(); })) return false;
-    std::tie(r, i) = requests.front();
-    requests.pop_front();
-    return true;
-  }
-};
-
-bool poll_one(Device& d, Cq* cq, Wc& wc, std::chrono::milliseconds t = 5000ms) {
-  const auto end = std::chrono::steady_clock::now() + t;
-  while (std::chrono::steady_clock::now() < end) {
-    if (d.poll_cq(cq, {&wc, 1}) == 1) return true;
-    std::this_thread::sleep_for(100us);
-  }
-  return false;
-}
 
 struct Side {
   Sink sink;  // declared first, destroyed last: the device's callbacks write here until it is gone
@@ -365,6 +326,13 @@ TEST_F(Pair, SendLargerThanReceiveBufferTerminates) {
   Wc wc;
   ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
   EXPECT_EQ(wc.status, WcStatus::flushed);
+  // The sender's Send completes in error, never in success (issue 13: it used to succeed after
+  // the BROKEN event, its frame acknowledged by the Terminate that refused it).
+  ASSERT_TRUE(a.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::broken);
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, WcStatus::remote_operation_error);
 }
 
 TEST_F(Pair, LocalChecksRefuseBadPosts) {
@@ -790,7 +758,8 @@ TEST_F(Pair, RdmaReadWithoutRemoteReadAccessTerminates) {
   EXPECT_NE(e.reason.find("RDMA Read needs remote read"), std::string::npos) << e.reason;
   Wc wc;
   ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
-  EXPECT_EQ(wc.status, WcStatus::flushed);
+  // The request the peer refused completes in error (the Terminate does not acknowledge it).
+  EXPECT_EQ(wc.status, WcStatus::remote_access_error);
   EXPECT_TRUE(std::all_of(a.buf.begin(), a.buf.begin() + 100, [](std::uint8_t c) { return c == 0xEE; }));
 }
 

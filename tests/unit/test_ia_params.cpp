@@ -166,3 +166,79 @@ TEST(IaParams, DpdkSettingsAreCheckedBeforeTheDeviceOpens) {
     EXPECT_NE(e.find(c.msg), std::string::npos) << c.params << " -> " << e;
   }
 }
+
+// Issue 13: configuration that was accepted and should not have been.
+TEST(IaParams, AnRnicAddressMustBeUnicast) {
+  for (const char* ip : {"0.0.0.0", "255.255.255.255", "224.0.0.1", "239.1.2.3", "240.0.0.1"}) {
+    DeviceConfig c;
+    std::string e;
+    EXPECT_FALSE(dat::parse_ia_params(std::string("ip=") + ip, c, e)) << ip;
+    EXPECT_NE(e.find("not a unicast IPv4 address"), std::string::npos) << ip << " -> " << e;
+  }
+  DeviceConfig c;
+  std::string e;
+  EXPECT_TRUE(dat::parse_ia_params("ip=10.0.0.1", c, e)) << e;
+}
+
+TEST(IaParams, PcapRefusesSpecialFiles) {
+  for (const char* p : {"/proc/self/mem", "/dev/null", "/sys/kernel/x.pcap", "/tmp", "/nonexistent-dir/x.pcap"}) {
+    DeviceConfig c;
+    std::string e;
+    EXPECT_FALSE(dat::parse_ia_params(std::string("pcap=") + p, c, e)) << p;
+    EXPECT_NE(e.find("pcap"), std::string::npos) << p << " -> " << e;
+  }
+  DeviceConfig c;
+  std::string e;
+  EXPECT_TRUE(dat::parse_ia_params("pcap=/tmp/softrnic-test-ok.pcap", c, e)) << e;
+  setenv("SOFTRNIC_PCAP", "/proc/self/mem", 1);
+  EXPECT_FALSE(dat::apply_env(c, e));
+  EXPECT_NE(e.find("SOFTRNIC_PCAP"), std::string::npos) << e;
+  unsetenv("SOFTRNIC_PCAP");
+}
+
+TEST(IaParams, AKeyGivenTwiceIsAnError) {
+  DeviceConfig c;
+  std::string e;
+  EXPECT_FALSE(dat::parse_ia_params("port=6000 retry_limit=3 port=7000", c, e));
+  EXPECT_NE(e.find("'port' is given more than once"), std::string::npos) << e;
+  EXPECT_FALSE(dat::parse_ia_params("busy_poll=1,busy_poll=0", c, e));
+  netdev::NetdevConfig nd;
+  EXPECT_FALSE(dat::parse_netdev_spec("netdev=udp netdev=loopback", nd, e));
+  EXPECT_NE(e.find("more than once"), std::string::npos) << e;
+}
+
+TEST(IaParams, BooleansTakeTheDocumentedWordsOnly) {
+  DeviceConfig c;
+  std::string e;
+  for (const char* v : {"0", "1", "true", "false", "yes", "no"})
+    EXPECT_TRUE(dat::parse_ia_params(std::string("port_fixed=") + v, c, e)) << v;
+  for (const char* v : {"2", "on", "YES", ""})
+    EXPECT_FALSE(dat::parse_ia_params(std::string("port_fixed=") + v, c, e)) << v;
+}
+
+TEST(IaParams, ControlCharactersAreEscapedInErrors) {
+  DeviceConfig c;
+  std::string e;
+  EXPECT_FALSE(dat::parse_ia_params(std::string("netdev=\x1b[2Jevil\x07"), c, e));
+  EXPECT_EQ(e.find('\x1b'), std::string::npos) << "raw escape echoed";
+  EXPECT_EQ(e.find('\x07'), std::string::npos);
+  EXPECT_NE(e.find("\\x1b[2Jevil\\x07"), std::string::npos) << e;
+  EXPECT_FALSE(dat::parse_ia_params(std::string("bogus\x01key=1"), c, e));
+  EXPECT_NE(e.find("bogus\\x01key"), std::string::npos) << e;
+}
+
+TEST(IaParams, KeepaliveKeys) {
+  DeviceConfig c;
+  std::string e;
+  EXPECT_EQ(c.keepalive_idle.count(), 5000) << "on by default, well under a minute";
+  ASSERT_TRUE(dat::parse_ia_params(
+      "keepalive_ms=2000 keepalive_interval_ms=250 keepalive_probes=3 connect_no_answer_ms=1500", c, e))
+      << e;
+  EXPECT_EQ(c.keepalive_idle.count(), 2000);
+  EXPECT_EQ(c.keepalive_interval.count(), 250);
+  EXPECT_EQ(c.keepalive_probes, 3);
+  EXPECT_EQ(c.connect_no_answer.count(), 1500);
+  ASSERT_TRUE(dat::parse_ia_params("keepalive_ms=0", c, e)) << e;
+  EXPECT_EQ(c.keepalive_idle.count(), 0) << "0 turns it off";
+  EXPECT_FALSE(dat::parse_ia_params("keepalive_probes=0", c, e));
+}

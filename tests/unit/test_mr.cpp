@@ -1,6 +1,8 @@
 // Memory region checks: every refusal reason, and the STag key byte.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "mr_table.hpp"
 
 using namespace softrnic;
@@ -58,9 +60,29 @@ TEST_F(MrTableTest, StaleStagAfterDeregIsRefused) {
   EXPECT_EQ(t.check(old, &pd1, 0x10000, 1, Access::none), MrCheck::invalid_stag);
   Mr* again = nullptr;
   ASSERT_EQ(t.reg(&pd1, 0x10000, 0x1000, Access::remote_write, again), Status::ok);
-  EXPECT_EQ(again->stag >> 8, old >> 8) << "slot reused";
+  EXPECT_EQ(again->stag >> MrTable::kKeyBits, old >> MrTable::kKeyBits) << "slot reused";
   EXPECT_NE(again->stag, old) << "with a new key";
   EXPECT_EQ(t.check(old, &pd1, 0x10000, 1, Access::none), MrCheck::key_mismatch);
+}
+
+// ReDMArk (USENIX Security 2021): STags that follow from one another let a peer that has seen one
+// forge the next. The key of a reused slot is drawn at random, not counted up.
+TEST_F(MrTableTest, KeysAreUnpredictable) {
+  std::set<std::uint32_t> keys;
+  int steps_of_one = 0;
+  std::uint32_t prev = mr->stag & MrTable::kKeyMask;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ(t.dereg(mr), Status::ok);
+    ASSERT_EQ(t.reg(&pd1, 0x10000, 0x1000, Access::remote_write, mr), Status::ok);
+    const std::uint32_t key = mr->stag & MrTable::kKeyMask;
+    EXPECT_NE(key, prev) << "a reused slot never gets its previous key back";
+    EXPECT_NE(key, 0u);
+    steps_of_one += key == ((prev + 1) & MrTable::kKeyMask);
+    keys.insert(key);
+    prev = key;
+  }
+  EXPECT_LT(steps_of_one, 5) << "keys counted up";
+  EXPECT_GT(keys.size(), 190u) << "16 random bits: few repeats in 200";
 }
 
 TEST_F(MrTableTest, RegistrationLimitsAndArguments) {

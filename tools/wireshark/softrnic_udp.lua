@@ -2,7 +2,7 @@
 -- (docs/wire.md). Each UDP datagram holds one frame:
 --
 --   byte 0  version (high nibble, = 1) | type (low nibble)
---   byte 1  flags (0x01 = ack valid)
+--   byte 1  flags (0x01 = ack valid, 0x02 = keepalive probe, 0x04 = probe reply)
 --   2..3    reserved (0)
 --   4..7    destination QP number      8..11  source QP number
 --   12..15  sequence number            16..19 acknowledgement (cumulative)
@@ -27,7 +27,7 @@ local HDR_LEN, TRAILER_LEN = 20, 4
 
 local TYPE_NAMES = { [1] = "DDP", [2] = "ACK", [3] = "CM", [4] = "STREAM_CTRL" }
 local CM_OPS = { [1] = "CONNECT_REQUEST", [2] = "CONNECT_REPLY", [3] = "REJECT", [4] = "READY_TO_USE",
-                 [5] = "RESET", [6] = "RESET_ACK" }
+                 [5] = "RESET", [6] = "RESET_ACK", [7] = "PENDING", [8] = "COOKIE" }
 local CTRL_OPS = { [1] = "DISCONNECT" }
 local CM_HDR_LEN, CM_MAX_PD = 24, 256
 
@@ -36,6 +36,8 @@ local F = {
   type     = ProtoField.uint8("softrnic.type", "Type", base.DEC, TYPE_NAMES, 0x0F),
   flags    = ProtoField.uint8("softrnic.flags", "Flags", base.HEX),
   ackvalid = ProtoField.bool("softrnic.flags.ack_valid", "Acknowledgement valid", 8, nil, 0x01),
+  probe    = ProtoField.bool("softrnic.flags.probe", "Keepalive probe", 8, nil, 0x02),
+  probe_reply = ProtoField.bool("softrnic.flags.probe_reply", "Keepalive probe reply", 8, nil, 0x04),
   reserved = ProtoField.uint16("softrnic.reserved", "Reserved", base.HEX),
   dst_qpn  = ProtoField.uint32("softrnic.dst_qpn", "Destination QP", base.DEC),
   src_qpn  = ProtoField.uint32("softrnic.src_qpn", "Source QP", base.DEC),
@@ -59,7 +61,7 @@ local F = {
   sack_start = ProtoField.uint32("softrnic.sack.start", "SACK block start", base.DEC),
   sack_end   = ProtoField.uint32("softrnic.sack.end", "SACK block end", base.DEC),
 }
-proto.fields = { F.version, F.type, F.flags, F.ackvalid, F.reserved, F.dst_qpn, F.src_qpn, F.seq,
+proto.fields = { F.version, F.type, F.flags, F.ackvalid, F.probe, F.probe_reply, F.reserved, F.dst_qpn, F.src_qpn, F.seq,
                  F.ack, F.body, F.crc, F.crc_calc, F.crc_status, F.cm_op, F.cm_rsvd, F.cm_pd_len,
                  F.cm_ird, F.cm_ord, F.cm_cq, F.cm_conn_id, F.cm_iseq, F.cm_pd, F.ctrl_op,
                  F.sack_count, F.sack_start, F.sack_end }
@@ -228,6 +230,8 @@ function proto.dissector(tvb, pinfo, tree)
   local flags = tvb(1, 1):uint()
   local fl_item = t:add(F.flags, tvb(1, 1))
   fl_item:add(F.ackvalid, tvb(1, 1))
+  fl_item:add(F.probe, tvb(1, 1))
+  fl_item:add(F.probe_reply, tvb(1, 1))
   local r_item = t:add(F.reserved, tvb(2, 2))
   local dq_item = t:add(F.dst_qpn, tvb(4, 4))
   local sq_item = t:add(F.src_qpn, tvb(8, 4))
@@ -241,8 +245,11 @@ function proto.dissector(tvb, pinfo, tree)
   if not TYPE_NAMES[ftype] then
     t_item:add_proto_expert_info(E.bad_type, string.format("Unknown frame type %d", ftype))
   end
-  if band(flags, 0xFE) ~= 0 then
-    fl_item:add_proto_expert_info(E.flags, string.format("Flags 0x%02x: only 0x01 is defined", flags))
+  if band(flags, 0xF8) ~= 0 then
+    fl_item:add_proto_expert_info(E.flags, string.format("Flags 0x%02x: only 0x01, 0x02 and 0x04 are defined", flags))
+  end
+  if band(flags, 0x06) ~= 0 and ftype ~= 2 then
+    fl_item:add_proto_expert_info(E.flags, string.format("Flags 0x%02x: probe flags on a frame that is not an ACK", flags))
   end
   if tvb(2, 2):uint() ~= 0 then r_item:add_proto_expert_info(E.reserved) end
   if dst_qpn > 0xFFFFFF then dq_item:add_proto_expert_info(E.qpn) end

@@ -55,7 +55,7 @@ struct Limits {
   std::uint32_t max_qp_wr = 16384;
   std::uint32_t max_sge = 16;
   std::uint32_t max_cqe = 65536;
-  std::uint32_t max_mr = 65536;
+  std::uint32_t max_mr = 65535;             // STag = 16-bit index << 16 | 16-bit random key
   std::uint64_t max_mr_size = 0xFFFFFFFFu;  // DAT_SEG_LENGTH is 32-bit
   std::uint32_t max_msg_size = 1u << 30;
   std::uint32_t max_private_data = 256;
@@ -79,6 +79,14 @@ struct DeviceConfig {
   std::size_t window_bytes = 4 << 20;                // payload bytes in flight per QP (capped by rx buffer / 4)
   AllocPolicy alloc_policy = AllocPolicy::arrival;   // for SRQ QPs
   bool busy_poll = false;                            // progress thread spins instead of sleeping
+  // Liveness of a connection: after `keepalive_idle` without a frame from the peer (0: never),
+  // a probe every `keepalive_interval`; `keepalive_probes` unanswered ones break the connection.
+  std::chrono::milliseconds keepalive_idle{5000};
+  std::chrono::milliseconds keepalive_interval{1000};
+  int keepalive_probes = 5;
+  // A connection request that nothing answers (no reply, reject, cookie or "pending") fails
+  // after this long, even when the caller's timeout is longer.
+  std::chrono::milliseconds connect_no_answer{10000};
 };
 
 struct Pd;
@@ -147,12 +155,13 @@ std::string_view to_string(QpState s);
 bool qp_transition_allowed(QpState from, QpState to);
 
 enum class CmEventType : std::uint8_t {
-  established,   // connection up (both sides)
-  rejected,      // the peer's consumer rejected
-  no_listener,   // nothing listens on that conn_qual at the peer
-  unreachable,   // no answer within the timeout
-  disconnected,  // closed by us or the peer; receives flushed
-  broken,        // terminated on an error (Terminate received or sent, retry limit)
+  established,       // connection up (both sides)
+  rejected,          // the peer's consumer rejected
+  no_listener,       // nothing listens on that conn_qual at the peer (or on that port: ICMP port unreachable)
+  unreachable,       // no answer within the timeout
+  host_unreachable,  // ICMP host or network unreachable while connecting
+  disconnected,      // closed by us or the peer; receives flushed
+  broken,            // terminated on an error (Terminate received or sent, retry limit)
 };
 std::string_view to_string(CmEventType t);
 struct CmEvent {
@@ -217,6 +226,13 @@ struct DeviceCounters {
   std::uint64_t retransmits = 0, rx_duplicates = 0, rx_out_of_order = 0, rx_beyond_window = 0;
   std::uint64_t rx_bad_frames = 0, rx_unknown_qp = 0, terminates_sent = 0, terminates_received = 0;
   std::uint64_t rx_dropped_requests = 0;  // connection requests beyond the pending limit
+  std::uint64_t rx_bad_acks = 0;          // acknowledgements of data never sent, SACK blocks outside what is in flight
+  std::uint64_t challenge_acks = 0;       // in-window control frames (RESET, DISCONNECT) not at the exact sequence
+  std::uint64_t rx_bad_cookies = 0;       // connection requests with a wrong or stale cookie
+  std::uint64_t cookies_sent = 0;         // connection requests answered with a cookie
+  std::uint64_t keepalive_probes = 0;     // probes sent to idle peers
+  std::uint64_t dead_peers = 0;           // connections broken by unanswered keepalive probes
+  std::uint64_t memory_faults = 0;        // registered memory found unmapped or protected at access
 };
 
 struct QpCounters {

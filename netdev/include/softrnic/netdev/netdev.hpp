@@ -25,6 +25,16 @@ struct NetAddr {
 std::string to_string(const NetAddr& a);
 // Parses dotted-quad IPv4 ("127.0.0.1"); false on bad syntax.
 bool parse_ipv4(const std::string& s, std::uint32_t& ip);
+// Whether `ip` (host order) can be an interface's own unicast address: not 0.0.0.0, not
+// broadcast, not multicast (224/4) or reserved (240/4).
+bool is_unicast_ipv4(std::uint32_t ip);
+// `s` with control characters and bytes outside printable ASCII as \xNN (a second pass changes nothing), for error
+// messages that quote what a user or a file gave.
+std::string printable(std::string_view s);
+// Whether a pcap tap may write `path`: false, with `error`, for a path inside /proc, /sys or /dev
+// or one that exists and is not a regular file (a tap writes frames, it must not overwrite
+// anything else the process can reach).
+bool pcap_path_ok(const std::string& path, std::string& error);
 // Parses a whole decimal number in [lo, hi]; false (out untouched) on bad syntax or range.
 // The config-string parsers (impairment plans here, the DAT provider's ia_params) share it.
 bool parse_uint(std::string_view v, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out);
@@ -89,6 +99,13 @@ struct ImpairStats {
   std::uint64_t sent = 0, dropped = 0, duplicated = 0, corrupted = 0, reordered = 0;
 };
 
+// A peer the network reported unreachable (ICMP destination unreachable for a datagram sent to it).
+struct Unreachable {
+  NetAddr peer;
+  bool port = false;  // port unreachable (nothing receives there); else host or network unreachable
+  friend bool operator==(const Unreachable&, const Unreachable&) = default;
+};
+
 class Netdev {
  public:
   virtual ~Netdev() = default;
@@ -111,6 +128,14 @@ class Netdev {
   virtual std::size_t rx_buffer_bytes() const = 0;
   // What an impairment plan did (zero without one).
   virtual ImpairStats impair_stats() const { return {}; }
+  // Whether reports of unreachable peers wait (cheap: the engine asks after every receive round).
+  virtual bool errors_pending() const { return false; }
+  // Takes up to out.size() of the reports waiting; how many. Called from the thread that calls
+  // tx_burst and rx_burst.
+  virtual std::size_t unreachable(std::span<Unreachable> out) {
+    (void)out;
+    return 0;
+  }
   // A connection to `peer` begins (up) or ends (down); every up is matched by one down, and
   // several connections may share a peer. A backend may keep per-peer state while a peer has
   // connections (udp: a socket connected to it, which saves the kernel a route lookup per

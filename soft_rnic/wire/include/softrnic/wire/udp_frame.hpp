@@ -24,7 +24,10 @@ enum class FrameType : std::uint8_t {
 
 enum FrameFlags : std::uint8_t {
   kFlagAckValid = 0x01,
+  kFlagProbe = 0x02,       // ACK frame: a keepalive probe; answer with an ACK now (seq = a nonce)
+  kFlagProbeReply = 0x04,  // ACK frame: the answer to a probe (seq = the probe's nonce)
 };
+inline constexpr std::uint8_t kDefinedFlags = kFlagAckValid | kFlagProbe | kFlagProbeReply;
 
 struct FrameHdrWire {
   std::uint8_t ver_type;  // version << 4 | type
@@ -55,8 +58,12 @@ enum class CmOp : std::uint8_t {
   connect_reply = 2,
   reject = 3,
   ready_to_use = 4,  // initiator confirms the reply
-  reset = 5,         // abrupt close: the sender's QP is gone; header ack = what it received
+  reset = 5,         // abrupt close: the sender's QP is gone; header ack = what it received,
+                     // header seq = the exact sequence number the receiver must expect next
   reset_ack = 6,     // the reset was seen (the sender stops repeating it)
+  pending = 7,       // the request arrived and waits for the listener's consumer (as IB CM's MRA)
+  cookie = 8,        // the listener's answer to a request without a valid cookie: header seq =
+                     // the cookie, which the initiator echoes in the seq field of its request
 };
 
 struct CmHdrWire {

@@ -1,0 +1,60 @@
+// Shared by the component tests: collecting a device's callbacks, and bounded waits.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include "softrnic/rnic.hpp"
+
+namespace softrnic::testing {
+
+using namespace std::chrono_literals;
+
+// Collects events and completions from callbacks; waits with a bound.
+struct Sink {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<CmEvent> events;
+  std::deque<std::pair<ConnRequest*, ConnRequestInfo>> requests;
+
+  void on_event(const CmEvent& e) {
+    std::lock_guard lk(mu);
+    events.push_back(e);
+    cv.notify_all();
+  }
+  void on_request(ConnRequest* r, const ConnRequestInfo& i) {
+    std::lock_guard lk(mu);
+    requests.emplace_back(r, i);
+    cv.notify_all();
+  }
+  bool wait_event(CmEvent& out, std::chrono::milliseconds t = 5000ms) {
+    std::unique_lock lk(mu);
+    if (!cv.wait_for(lk, t, [&] { return !events.empty(); })) return false;
+    out = events.front();
+    events.pop_front();
+    return true;
+  }
+  bool wait_request(ConnRequest*& r, ConnRequestInfo& i, std::chrono::milliseconds t = 5000ms) {
+    std::unique_lock lk(mu);
+    if (!cv.wait_for(lk, t, [&] { return !requests.empty(); })) return false;
+    std::tie(r, i) = requests.front();
+    requests.pop_front();
+    return true;
+  }
+};
+
+inline bool poll_one(Device& d, Cq* cq, Wc& wc, std::chrono::milliseconds t = 5000ms) {
+  const auto end = std::chrono::steady_clock::now() + t;
+  while (std::chrono::steady_clock::now() < end) {
+    if (d.poll_cq(cq, {&wc, 1}) == 1) return true;
+    std::this_thread::sleep_for(100us);
+  }
+  return false;
+}
+
+}  // namespace softrnic::testing
