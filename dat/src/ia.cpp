@@ -193,15 +193,19 @@ DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
   }
   if (const char* v = std::getenv("SOFTRNIC_STATS"); v && *v && *v != '0') {
     const DeviceCounters c = ia->dev->counters();
-    std::fprintf(stderr,
-                 "softrnic: %s %s: tx_frames %llu rx_frames %llu retransmits %llu rx_duplicates %llu "
-                 "rx_out_of_order %llu rx_bad_frames %llu rx_unknown_qp %llu terminates_sent %llu "
-                 "terminates_received %llu\n",
-                 ia->name.c_str(), to_string(ia->dev->address()).c_str(), (unsigned long long)c.tx_frames,
-                 (unsigned long long)c.rx_frames, (unsigned long long)c.retransmits,
-                 (unsigned long long)c.rx_duplicates, (unsigned long long)c.rx_out_of_order,
-                 (unsigned long long)c.rx_bad_frames, (unsigned long long)c.rx_unknown_qp,
-                 (unsigned long long)c.terminates_sent, (unsigned long long)c.terminates_received);
+    std::fprintf(
+        stderr,
+        "softrnic: %s %s: tx_frames %llu rx_frames %llu retransmits %llu rx_duplicates %llu "
+        "rx_out_of_order %llu rx_bad_frames %llu rx_unknown_qp %llu terminates_sent %llu "
+        "terminates_received %llu rx_bad_acks %llu challenge_acks %llu cookies_sent %llu "
+        "rx_bad_cookies %llu keepalive_probes %llu dead_peers %llu memory_faults %llu\n",
+        ia->name.c_str(), to_string(ia->dev->address()).c_str(), (unsigned long long)c.tx_frames,
+        (unsigned long long)c.rx_frames, (unsigned long long)c.retransmits, (unsigned long long)c.rx_duplicates,
+        (unsigned long long)c.rx_out_of_order, (unsigned long long)c.rx_bad_frames, (unsigned long long)c.rx_unknown_qp,
+        (unsigned long long)c.terminates_sent, (unsigned long long)c.terminates_received,
+        (unsigned long long)c.rx_bad_acks, (unsigned long long)c.challenge_acks, (unsigned long long)c.cookies_sent,
+        (unsigned long long)c.rx_bad_cookies, (unsigned long long)c.keepalive_probes, (unsigned long long)c.dead_peers,
+        (unsigned long long)c.memory_faults);
   }
   ia->dev.reset();  // stops the progress thread
   destroy(ia);
