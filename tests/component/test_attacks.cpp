@@ -532,3 +532,24 @@ TEST_F(Attack, SpoofedConnectionRequestsNeverReachTheConsumer) {
   EXPECT_EQ(e.type, CmEventType::established);
   exchange(2, 0x30);
 }
+
+// Issue 13: each accepted request whose initiator never confirmed held the listener's QP for the
+// whole connect timeout (20 s). A half-open connection now gives up after 5 s.
+TEST_F(Attack, AnAcceptedRequestNeverConfirmedIsDroppedSoon) {
+  cfg.connect_timeout = 20000ms;
+  open();
+  ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
+            Status::ok);
+  ASSERT_EQ(a.dev->connect(a.qp, b.addr(), kQual, {}, 20000ms), Status::ok);
+  ConnRequest* r = nullptr;
+  ConnRequestInfo info;
+  ASSERT_TRUE(b.sink.wait_request(r, info));
+  a.tap->dead_ = true;  // the initiator goes silent: no READY_TO_USE, no data
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(b.dev->accept(r, b.qp, {}), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(b.sink.wait_event(e, 8000ms)) << "the half-open connection was held";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 6000ms);
+  EXPECT_EQ(e.type, CmEventType::broken);
+  EXPECT_NE(e.reason.find("never confirmed"), std::string::npos) << e.reason;
+}
