@@ -5,6 +5,7 @@
 //
 // EAL is initialised once per process (DPDK cannot initialise it again after rte_eal_cleanup):
 // one dpdk netdev per process; a second one gets a clear error.
+#define ALLOW_EXPERIMENTAL_API 1  // rte_intr_instance_alloc & co. (interrupt handles are opaque since 21.11)
 #include <fcntl.h>
 #include <net/if.h>
 #include <poll.h>
@@ -13,6 +14,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_interrupts.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
@@ -32,6 +34,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -59,6 +62,7 @@ constexpr std::chrono::milliseconds kCloseDrain{50};
 constexpr int kMaxPollsPerRx = 4;
 constexpr std::chrono::microseconds kFirstSleep{8};
 constexpr std::chrono::microseconds kMaxSleep{1000};
+constexpr std::chrono::seconds kIntrJobTimeout{5};
 
 enum class EalState { unused, active, finished };
 std::mutex g_eal_mu;
@@ -90,6 +94,93 @@ std::string arg_value(const std::vector<std::string>& args, const std::string& o
   for (const auto& a : args)
     if (a.rfind(opt + "=", 0) == 0) return a.substr(opt.size() + 1);
   return {};
+}
+
+// ---- work on EAL's interrupt thread ----
+// PMDs run their control paths as callbacks on EAL's interrupt thread, and nothing orders them
+// against ethdev calls made on other threads. memif (22.11, memif_socket.c) handles its peer's
+// end of the control socket there: on EOF (the peer stopped its port) memif_intr_handler calls
+// memif_disconnect, which closes the queues' fds and unmaps and rte_free()s the shared regions
+// (memif_free_regions). Stopping our port from another thread at that moment runs a second
+// memif_disconnect alongside (both free the same regions), and rte_eal_cleanup() then unmaps
+// DPDK's memory under the callback, which faults writing r->fd in memif_free_regions. So the
+// port is stopped and closed by a callback on that thread, serialised with memif's callbacks,
+// and EAL is cleaned up only once that thread has nothing of the port's left to run.
+struct IntrJob {
+  std::function<void()> fn;
+  int efd = -1;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+};
+
+void intr_job_callback(void* arg) {
+  auto* j = static_cast<IntrJob*>(arg);
+  std::uint64_t v;
+  [[maybe_unused]] auto r = ::read(j->efd, &v, sizeof v);  // EAL reads no EXT fd: drain it, or it fires again
+  {
+    std::lock_guard lk(j->mu);
+    if (j->done) return;
+  }
+  j->fn();
+  std::lock_guard lk(j->mu);
+  j->done = true;
+  j->cv.notify_all();
+}
+
+// Runs fn on EAL's interrupt thread (after whatever callback runs there now) and returns once it
+// ran; here instead when no callback can be registered or the thread does not take it within
+// kIntrJobTimeout. Each job has its own eventfd, registered afresh: EAL's interrupt thread
+// rebuilds its epoll set from every registered source's handle after a register or unregister
+// (a byte in its pipe), and a fresh fd is reported only after every pipe byte written before it,
+// so when the job runs, the rebuilds that earlier (un)registrations asked for are done.
+// With keep_registered the job stays registered (its handle and eventfd are EAL's from then on):
+// unregistering would start one more rebuild, which reads other sources' handles, and memif
+// leaves its server's listener registered with a handle in DPDK's heap (memif_socket_remove_device
+// frees it without unregistering), so a rebuild after rte_eal_cleanup() faults.
+void run_on_intr_thread(std::function<void()> fn, bool keep_registered = false) {
+  if (rte_thread_is_intr()) {
+    fn();
+    return;
+  }
+  auto* j = new IntrJob{};
+  j->fn = std::move(fn);
+  j->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  rte_intr_handle* ih = j->efd >= 0 ? rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE) : nullptr;
+  if (!ih || rte_intr_fd_set(ih, j->efd) != 0 || rte_intr_type_set(ih, RTE_INTR_HANDLE_EXT) != 0 ||
+      rte_intr_callback_register(ih, intr_job_callback, j) != 0) {
+    j->fn();
+    if (ih) rte_intr_instance_free(ih);
+    if (j->efd >= 0) ::close(j->efd);
+    delete j;
+    return;
+  }
+  const std::uint64_t one = 1;
+  bool ran = false;
+  if (::write(j->efd, &one, sizeof one) == static_cast<ssize_t>(sizeof one)) {
+    std::unique_lock lk(j->mu);
+    ran = j->cv.wait_for(lk, kIntrJobTimeout, [&] { return j->done; });
+  }
+  if (!ran) {
+    // Withdraw it, unless it is running now (then wait for it), and run it here.
+    if (rte_intr_callback_unregister(ih, intr_job_callback, j) == -EAGAIN) {
+      std::unique_lock lk(j->mu);
+      j->cv.wait(lk, [&] { return j->done; });
+    } else {
+      std::unique_lock lk(j->mu);
+      if (!j->done) {
+        j->done = true;  // a late event finds it done
+        lk.unlock();
+        j->fn();
+      }
+    }
+    keep_registered = false;
+  }
+  if (keep_registered) return;
+  rte_intr_callback_unregister_sync(ih, intr_job_callback, j);  // waits while the callback runs
+  rte_intr_instance_free(ih);
+  ::close(j->efd);
+  delete j;
 }
 
 struct DpdkCounters {
@@ -544,7 +635,7 @@ class DpdkNetdev final : public Netdev {
         return false;
       }
       if (memif_client_ && now - last_start > kMemifRestart) {
-        rte_eth_dev_stop(port_);
+        run_on_intr_thread([this] { rte_eth_dev_stop(port_); });  // (not beside memif's callbacks)
         while (rte_eth_dev_start(port_) != 0 && Clock::now() < deadline)
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
         last_start = Clock::now();
@@ -562,12 +653,19 @@ class DpdkNetdev final : public Netdev {
     // Frames just handed to the port may still sit in its ring (memif: in memory the peer reads
     // later, gone when the port closes): give the peer a moment after recent traffic.
     if (started_ && last_tx_tsc_ && within(last_tx_tsc_, kCloseDrain)) std::this_thread::sleep_for(kCloseDrain);
+    // Stop and close on EAL's interrupt thread, never beside a memif callback there (the peer's
+    // close runs memif_disconnect on that thread); see run_on_intr_thread.
     if (port_configured_) {
-      if (started_) rte_eth_dev_stop(port_);
-      rte_eth_dev_close(port_);
+      run_on_intr_thread([this] {
+        if (started_) rte_eth_dev_stop(port_);
+        rte_eth_dev_close(port_);
+      });
     }
     if (pool_) rte_mempool_free(pool_);
     pool_ = nullptr;
+    // Once this runs, the interrupt thread has finished every callback of the port and rebuilt
+    // its epoll set without them: nothing there touches DPDK's memory when EAL unmaps it.
+    run_on_intr_thread([] {}, /*keep_registered=*/true);
     rte_eal_cleanup();
     eal_up_ = false;
     intr_fd_ = -1;
