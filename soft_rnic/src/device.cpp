@@ -2141,6 +2141,12 @@ class DeviceImpl final : public Device {
             challenge(qp);
             return;
           } else {
+            // A reset from the initiator means it had our reply and was connected: its
+            // READY_TO_USE may only be behind (another socket of the udp netdev, a lost datagram),
+            // so the consumer hears ESTABLISHED before DISCONNECTED, as for a first data frame.
+            // (dtestcm -c 100 counted such a DISCONNECTED as its ESTABLISHED and then waited
+            // forever for the last disconnects: the flake of issue 13.)
+            if (qp.cm == CmPhase::accepting) established_passive(qp);
             handle_ack(qp, h.ack, {});
             if (qp.cm != CmPhase::closed) close_qp(qp, CmEventType::disconnected, "the peer reset the connection");
           }
