@@ -197,7 +197,10 @@ class UdpNetdev final : public Netdev {
   std::size_t rx_burst(std::span<RxFrame> out) override {
     const std::size_t n = std::min(kBurst, out.size());
     if (n == 0) return 0;
-    return receive(next_rx_fd(), out.first(n));
+    const int fd = next_rx_fd();
+    const std::size_t got = receive(fd, out.first(n));
+    if (drain_main_ && got == 0 && fd == socket_.native_handle()) drain_main_ = false;
+    return got;
   }
 
   void wait_rx(std::chrono::microseconds timeout) override {
@@ -241,6 +244,11 @@ class UdpNetdev final : public Netdev {
       const int fd = connected_socket(peer);
       if (fd < 0) return;
       peers_[npeers_++] = Peer{peer, fd, 1};
+      // What the peer sent before this socket existed waits on the main socket; what it sends
+      // from now on comes here. The main socket is read until empty first, so the peer's
+      // datagrams are taken in the order it sent them (a reset behind a connection's
+      // confirmation must not overtake it: issue 13, the dtestcm flake).
+      drain_main_ = true;
     } else {
       if (i == npeers_ || --peers_[i].users > 0) return;
       // Datagrams still queued on it are lost; the connection is over (a reliable protocol
@@ -365,7 +373,7 @@ class UdpNetdev final : public Netdev {
 
   // The socket rx_burst reads: one wait_rx found readable, else the next in turn.
   int next_rx_fd() {
-    if (npeers_ == 0) return socket_.native_handle();
+    if (npeers_ == 0 || drain_main_) return socket_.native_handle();
     if (std::uint32_t ready = ready_.load(std::memory_order_relaxed)) {
       const int i = __builtin_ctz(ready);
       ready_.fetch_and(~(1u << i), std::memory_order_relaxed);
@@ -451,6 +459,7 @@ class UdpNetdev final : public Netdev {
   AtomicNetdevStats stats_;
   std::array<std::uint8_t, 2048> tx_gather_;  // a lone small frame, made contiguous
   bool rx_single_ = true;                     // the next receive reads one datagram (see receive)
+  bool drain_main_ = false;                   // a peer got its own socket: read the main one until empty first
   bool share_port_ = false;                   // the main socket lets per-peer sockets bind its address
   int socket_buffer_ = 0;
   std::array<Peer, kMaxConnectedPeers> peers_{};

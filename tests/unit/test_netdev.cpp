@@ -353,3 +353,37 @@ TEST(Netdev, UdpTruncatedDatagramDoesNotShiftTheRestOfABurst) {
   EXPECT_EQ(std::vector<std::uint8_t>(out[1].buf, out[1].buf + out[1].len), small2);
   EXPECT_EQ(out[0].from, a->local_addr());
 }
+
+// A peer's datagrams are taken in the order it sent them across the moment it gets a socket of
+// its own (issue 13: a connection's confirmation waited on the main socket while the reset the
+// peer sent after it came through the new socket first, and dtestcm's server saw events out of
+// the order its client caused them).
+TEST(Netdev, UdpPeerKeepsItsOrderWhenItGetsASocketOfItsOwn) {
+  NetdevConfig c;
+  c.kind = "udp";
+  c.port = 7700;
+  std::string e;
+  auto a = make_netdev(c, e), b = make_netdev(c, e);
+  ASSERT_TRUE(a && b) << e;
+  auto send = [&](int from, int to) {
+    for (int i = from; i < to; ++i) {
+      const std::uint8_t m[] = {static_cast<std::uint8_t>(i)};
+      const TxFrame f{a->local_addr(), m, {}, {}};
+      ASSERT_EQ(b->tx_burst({&f, 1}), 1u);
+    }
+  };
+  send(0, 20);                          // queued on a's main socket
+  a->peer_hint(b->local_addr(), true);  // b gets a socket of its own
+  send(20, 40);                         // queued there
+  std::vector<std::vector<std::uint8_t>> got;
+  NetAddr from;
+  std::vector<int> order;
+  for (int tries = 0; tries < 200 && order.size() < 40; ++tries) {
+    got.clear();
+    if (recv_some(*a, got, from) == 0) continue;
+    for (const auto& d : got) order.push_back(d[0]);
+  }
+  ASSERT_EQ(order.size(), 40u);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i) << "position " << i;
+  a->peer_hint(b->local_addr(), false);
+}
