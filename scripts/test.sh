@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds, runs the unit, component, DAT,
 # conformance (dapl2-utils), wire and dpdk tests, after the unit/component/DAT tests under
-# AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer. The last lines are
+# AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, and a short pass of
+# every fuzz target (scripts/fuzz.sh). The last lines are
 # ctest's summary of the main build. The dpdk label (memif, af_packet, af_xdp, tap; the root-only
 # ones make their own network namespaces) runs only in the main build; its pure parts (codecs,
 # grammar, pcap tap) also carry the unit label and so run under the sanitizers too.
@@ -25,6 +26,9 @@ if "$root/scripts/build.sh" "$root/build-tsan" -DSOFTRNIC_TSAN=ON; then
 else
   status=1
 fi
+
+echo "=== fuzz: every parser's libFuzzer target, 10 s each (clang, ASan + UBSan; docs/fuzzing.md)"
+"$root/scripts/fuzz.sh" 10 || status=1
 
 echo "=== main build: every test (all labels, dpdk included)"
 "$root/scripts/build.sh" "$root/build" || exit 1

@@ -97,7 +97,8 @@ class LoopbackNetdev final : public Netdev {
       if (data.size() > out[n].cap) {
         stats_.rx_truncated++;
       } else {
-        std::memcpy(out[n].buf, data.data(), data.size());
+        // (an empty datagram has no data pointer, and memcpy must not be given a null one)
+        if (!data.empty()) std::memcpy(out[n].buf, data.data(), data.size());
         out[n].len = data.size();
         out[n].from = from;
         stats_.rx_frames++;

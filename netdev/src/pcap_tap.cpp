@@ -6,6 +6,7 @@
 #include <pcap/pcap.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <vector>
@@ -51,7 +52,10 @@ void PcapWriter::write(std::initializer_list<std::span<const std::uint8_t>> piec
   for (auto p : pieces) len += p.size();
   pcap_pkthdr h{};
   ::gettimeofday(&h.ts, nullptr);
-  h.caplen = h.len = static_cast<bpf_u_int32>(len);
+  h.len = static_cast<bpf_u_int32>(len);
+  // Only the snapshot length is kept of a longer frame, as a capture would: libpcap refuses a
+  // record longer than the file's snapshot length, and the rest of the file with it.
+  h.caplen = static_cast<bpf_u_int32>(std::min<std::size_t>(len, kSnapLen));
   std::lock_guard lk(mu_);
   auto* d = static_cast<pcap_dumper_t*>(dumper_);
   if (pieces.size() == 1) {

@@ -17,7 +17,8 @@ class PcapWriter {
   ~PcapWriter();
   PcapWriter(const PcapWriter&) = delete;
   PcapWriter& operator=(const PcapWriter&) = delete;
-  // Appends one Ethernet frame (the whole frame is kept). Safe from any thread.
+  // Appends one Ethernet frame (the whole frame is kept, up to the snapshot length of 256 KiB).
+  // Safe from any thread.
   void write(std::span<const std::uint8_t> frame);
   // Appends a frame given as pieces (headers, then payload pieces).
   void write(std::initializer_list<std::span<const std::uint8_t>> pieces);

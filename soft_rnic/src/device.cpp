@@ -79,6 +79,7 @@ constexpr std::chrono::microseconds kMaxReorderWindow{100000};
 constexpr std::chrono::milliseconds kResetRetry{20};
 constexpr std::chrono::milliseconds kCloseDrain{1000};
 constexpr std::chrono::seconds kReqLinger{10};
+constexpr std::chrono::milliseconds kReqSweep{100};
 constexpr std::chrono::microseconds kMaxRto{500000};
 // How long the ack of a lone in-order frame waits for outgoing data to carry it.
 constexpr std::chrono::microseconds kAckDelay{100};
@@ -1341,13 +1342,24 @@ class DeviceImpl final : public Device {
       }
     }
     std::erase_if(lingers_, [&](const Linger& l) { return now >= l.expiry; });
-    std::erase_if(reqs_, [&](ConnRequest* r) {
-      if (r->phase == ReqPhase::pending || now - r->decided < kReqLinger) return false;
-      for (auto& [n, qp] : qps_)
-        if (qp->req == r) qp->req = nullptr;
-      delete r;
-      return true;
-    });
+    // Decided requests are kept kReqLinger for the initiator's retransmissions; they go in a
+    // sweep every kReqSweep, not at every timer scan (a peer that makes many requests the
+    // consumer decides on must not make each scan walk them all: found by the stateful fuzzer).
+    if (now - last_req_sweep_ >= kReqSweep) {
+      last_req_sweep_ = now;
+      std::vector<ConnRequest*> gone;
+      std::erase_if(reqs_, [&](ConnRequest* r) {
+        if (r->phase == ReqPhase::pending || now - r->decided < kReqLinger) return false;
+        gone.push_back(r);
+        return true;
+      });
+      if (!gone.empty()) {
+        std::sort(gone.begin(), gone.end());
+        for (auto& [n, qp] : qps_)
+          if (qp->req && std::binary_search(gone.begin(), gone.end(), qp->req)) qp->req = nullptr;
+        for (ConnRequest* r : gone) delete r;
+      }
+    }
   }
 
   // Liveness: a peer silent for keepalive_idle is probed every keepalive_interval (an ACK frame
@@ -2218,6 +2230,7 @@ class DeviceImpl final : public Device {
   std::atomic<bool> driver_{false};                 // a consumer drives the engine in wait_progress
   std::atomic<std::int64_t> consumer_until_ns_{0};  // a consumer drives the engine until then (steady clock, ns)
   Clock::time_point last_timer_scan_{};
+  Clock::time_point last_req_sweep_{};
   std::vector<Linger> lingers_;
   std::vector<std::uint8_t> rx_bufs_, tx_gather_;
   std::vector<netdev::RxFrame> rx_frames_;
