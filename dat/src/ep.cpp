@@ -431,6 +431,10 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE h, DAT_CLOSE_FLAGS flags) {
   ep->state = DAT_EP_STATE_DISCONNECT_PENDING;
   const Status s = ep->ia->dev->disconnect(ep->qp, flags == DAT_CLOSE_GRACEFUL_FLAG);
   if (s != Status::ok) {
+    // The peer closed the connection between our look at the state and the RNIC's (its event
+    // set DISCONNECTED meanwhile): the EP is disconnected, as asked. (dapltest -T T with 4
+    // threads saw DAT_INVALID_STATE here once in ~25 parallel suite runs.)
+    if (ep->state == DAT_EP_STATE_DISCONNECTED) return DAT_SUCCESS;
     ep->state = st;
     return map(s);
   }
