@@ -193,9 +193,12 @@ struct Attack : ::testing::Test {
     a.open(base, cfg);
     b.open(static_cast<std::uint16_t>(base + 1), cfg);
   }
-  void connect() {
+  void listen() {
     ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
               Status::ok);
+  }
+  void connect() {
+    listen();
     ASSERT_EQ(a.dev->connect(a.qp, b.addr(), kQual, {}, 5000ms), Status::ok);
     ConnRequest* r = nullptr;
     ConnRequestInfo info;
@@ -485,8 +488,7 @@ TEST_F(Attack, ARequestNothingAnswersFailsSoon) {
 TEST_F(Attack, APendingRequestIsNotGivenUp) {
   cfg.connect_no_answer = 300ms;
   open();
-  ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
-            Status::ok);
+  listen();
   ASSERT_EQ(a.dev->connect(a.qp, b.addr(), kQual, {}, 10000ms), Status::ok);
   ConnRequest* r = nullptr;
   ConnRequestInfo info;
@@ -502,8 +504,7 @@ TEST_F(Attack, APendingRequestIsNotGivenUp) {
 // cookie and keeps nothing until a request echoes it, which only the real source can.
 TEST_F(Attack, SpoofedConnectionRequestsNeverReachTheConsumer) {
   open();
-  ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
-            Status::ok);
+  listen();
   for (std::uint32_t i = 0; i < 500; ++i) {
     const netdev::NetAddr spoofed{0x0A000000u + i, static_cast<std::uint16_t>(1024 + i)};
     b.tap->inject(spoofed,
@@ -538,8 +539,7 @@ TEST_F(Attack, SpoofedConnectionRequestsNeverReachTheConsumer) {
 TEST_F(Attack, AnAcceptedRequestNeverConfirmedIsDroppedSoon) {
   cfg.connect_timeout = 20000ms;
   open();
-  ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
-            Status::ok);
+  listen();
   ASSERT_EQ(a.dev->connect(a.qp, b.addr(), kQual, {}, 20000ms), Status::ok);
   ConnRequest* r = nullptr;
   ConnRequestInfo info;
@@ -563,8 +563,7 @@ TEST_F(Attack, AResetAheadOfTheConfirmationStillEstablishesFirst) {
     if (s.h.type != w::FrameType::cm || s.body.size() < sizeof(w::CmHdrWire)) return false;
     return static_cast<w::CmOp>(s.body[0]) == w::CmOp::ready_to_use;
   });
-  ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
-            Status::ok);
+  listen();
   ASSERT_EQ(a.dev->connect(a.qp, b.addr(), kQual, {}, 5000ms), Status::ok);
   ConnRequest* r = nullptr;
   ConnRequestInfo info;
