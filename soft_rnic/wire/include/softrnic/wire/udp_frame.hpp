@@ -27,7 +27,6 @@ enum FrameFlags : std::uint8_t {
   kFlagProbe = 0x02,       // ACK frame: a keepalive probe; answer with an ACK now (seq = a nonce)
   kFlagProbeReply = 0x04,  // ACK frame: the answer to a probe (seq = the probe's nonce)
 };
-inline constexpr std::uint8_t kDefinedFlags = kFlagAckValid | kFlagProbe | kFlagProbeReply;
 
 struct FrameHdrWire {
   std::uint8_t ver_type;  // version << 4 | type
