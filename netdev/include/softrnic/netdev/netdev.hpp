@@ -1,5 +1,6 @@
 // netdev: moves datagrams, nothing else. One small interface with burst send and receive;
-// backends are chosen at run time from a configuration (make_netdev).
+// backends are chosen at run time from a configuration (make_netdev). A netdev is Waitable: the
+// engine blocks in its wait.
 #pragma once
 
 #include <atomic>
@@ -106,9 +107,18 @@ struct Unreachable {
   friend bool operator==(const Unreachable&, const Unreachable&) = default;
 };
 
-class Netdev {
+// What the progress engine blocks on.
+class Waitable {
  public:
-  virtual ~Netdev() = default;
+  virtual ~Waitable() = default;
+  // Blocks until something may be ready, wake() is called, or the timeout passes.
+  virtual void wait_rx(std::chrono::microseconds timeout) = 0;
+  // Ends a wait_rx in another thread early. Safe from any thread.
+  virtual void wake() = 0;
+};
+
+class Netdev : public Waitable {
+ public:
   // The address peers reach this netdev at (the real bound port).
   virtual NetAddr local_addr() const = 0;
   // Largest datagram payload this netdev carries.
@@ -119,10 +129,6 @@ class Netdev {
   // A backend may exchange the buffers (buf and cap) among the entries: each entry still names one
   // of the buffers given, the first ones filled.
   virtual std::size_t rx_burst(std::span<RxFrame> out) = 0;
-  // Blocks until a datagram may be ready, wake() is called, or the timeout passes.
-  virtual void wait_rx(std::chrono::microseconds timeout) = 0;
-  // Ends a wait_rx in another thread early. Safe from any thread.
-  virtual void wake() = 0;
   virtual NetdevStats stats() const = 0;
   // Bytes the receive side can hold before it drops (the kernel socket buffer for udp).
   virtual std::size_t rx_buffer_bytes() const = 0;

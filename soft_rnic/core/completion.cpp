@@ -1,0 +1,45 @@
+// Completions: CQ entries, flushing a QP's queues, closing a QP with one event.
+#include "queues.hpp"
+
+namespace softrnic {
+
+void push_wc(Cq* cq, const Wc& wc) {
+  {
+    std::lock_guard lk(cq->mu);
+    if (cq->q.size() >= cq->depth) cq->overflows++;
+    cq->q.push_back(wc);
+    cq->size.store(cq->q.size(), std::memory_order_release);
+  }
+  if (cq->notify) cq->notify();
+}
+
+void flush_qp(Qp& qp) {
+  // Buffers taken from an SRQ go to this QP's receive EVD too; untaken entries had none.
+  for (auto& r : qp.rq) {
+    if (!r.allocated) continue;
+    srq_completed(r.srq);
+    push_wc(qp.init.recv_cq, Wc{r.wr_id, WcOpcode::recv, WcStatus::flushed, 0, &qp, qp.init.context, r.srq});
+  }
+  qp.rq.clear();
+  qp.rq_allocated = 0;
+  for (auto& s : qp.sq) push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::flushed, 0, &qp, qp.init.context});
+  qp.sq.clear();
+  qp.sq_wait.clear();
+  qp.reads_out.clear();
+  qp.transport->flush(qp);
+}
+
+void emit(Qp& qp, CmEventType ev, std::string reason, std::vector<std::uint8_t> pd) {
+  if (qp.init.on_event) qp.init.on_event(&qp, CmEvent{ev, std::move(pd), std::move(reason)});
+}
+
+void close_qp(Qp& qp, std::optional<CmEventType> ev, std::string reason) {
+  const bool graceful = ev == CmEventType::disconnected && qp.state == QpState::closing;
+  flush_qp(qp);
+  qp.state = graceful ? QpState::idle : QpState::error;
+  qp.cm = CmPhase::closed;
+  qp.transport->closed(qp);
+  if (ev) emit(qp, *ev, std::move(reason));
+}
+
+}  // namespace softrnic

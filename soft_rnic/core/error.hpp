@@ -1,0 +1,50 @@
+// One internal error type for everything that breaks a connection, with the pure maps to what
+// each audience sees: the Terminate an iWARP peer receives (RFC 5040/5041 layer, type, code),
+// the completion status of the request it hits, and a name for logs. (RoCEv2's AETH syndromes
+// map from the same type when that transport comes.)
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "mr_table.hpp"
+#include "softrnic/rnic.hpp"
+#include "softrnic/wire/ddp.hpp"
+
+namespace softrnic {
+
+enum class Error : std::uint8_t {
+  local_catastrophic,   // our side failed: a region freed or unmapped, the hard watermark passed
+  ddp_version,          // a segment of another DDP version
+  queue_number,         // an untagged segment for a queue that does not exist
+  rdmap_version,        // another RDMAP version
+  unexpected_opcode,    // an opcode that is invalid, or not supported
+  msn_range,            // an MSN already completed or too far ahead, a Read Request out of order
+  no_buffer,            // no receive buffer for the MSN (none posted, the SRQ empty), or the IRD exceeded
+  message_too_long,     // more than the receive buffer holds
+  bad_offset,           // a segment beyond the message's last one
+  read_too_large,       // an RDMA Read larger than the largest message
+  invalid_stag,         // tagged: no such STag (or a stale key)
+  stag_not_associated,  // tagged: another protection zone, or no Read outstanding for a response
+  out_of_bounds,        // tagged: outside the region
+  access_violation,     // tagged: the region does not grant the access
+  cannot_invalidate,    // Send with Invalidate names no bound window of the zone
+};
+
+std::string_view to_string(Error e);
+
+// The Terminate an iWARP peer gets for it.
+struct TerminateCode {
+  wire::TermLayer layer;
+  std::uint8_t etype;
+  std::uint8_t code;
+};
+TerminateCode terminate_code(Error e);
+
+// A tagged access that failed its check (MrCheck::ok is not an error: do not call it with that).
+Error tagged_error(MrCheck c);
+
+// The completion status of the request a peer's Terminate refused.
+WcStatus terminated_status(wire::TermLayer layer, std::uint8_t etype);
+
+}  // namespace softrnic

@@ -1,0 +1,221 @@
+// The RNIC's objects as every transport shares them: CQs, SRQs, the QP with its send queue and
+// its receive queue (buffers matched by message number, SRQ buffers taken on arrival), and the
+// interface a transport offers the verbs. Everything here is guarded by the device lock.
+//
+// Positions: core never sees a transport's sequence numbers. A transport numbers what it puts on
+// the wire and what it receives with 64-bit positions that only grow (Pos); it says "delivered
+// through P" (every position below P has arrived, in stream order) and "acknowledged through P"
+// (the peer has everything below P). A work request remembers the position after its last
+// segment; a message, the highest position among its segments.
+#pragma once
+
+#include <atomic>
+#include <boost/container/small_vector.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "error.hpp"
+#include "mr_table.hpp"
+#include "sgl.hpp"
+#include "softrnic/ring.hpp"
+#include "softrnic/rnic.hpp"
+
+namespace softrnic {
+
+using Clock = std::chrono::steady_clock;
+using Pos = std::uint64_t;  // a transport's stream position (see above)
+
+inline constexpr std::uint32_t kNoWatermark = ~std::uint32_t{0};
+// How far ahead of the next MSN to complete an SRQ QP takes a message (a buffer each).
+inline constexpr std::size_t kMaxMsnAhead = 4096;
+
+struct Cq {
+  std::mutex mu;  // guards q (poll_cq runs without the device lock)
+  Ring<Wc> q;
+  std::atomic<std::size_t> size{0};  // q.size(), readable without mu: an empty poll takes no lock
+  std::uint32_t depth = 0;
+  std::uint64_t overflows = 0;
+  std::uint32_t users = 0;  // QPs attached
+  std::function<void()> notify;
+};
+
+// A receive buffer. On a QP's receive queue, entry i belongs to MSN recv_msn + i; on an SRQ
+// QP an entry may exist without a buffer yet (a later MSN arrived first, arrival policy).
+struct RecvWqe {
+  bool allocated = true;
+  std::uint64_t wr_id = 0;
+  boost::container::small_vector<Sge, 2> sgl;  // inline for the usual one or two (no allocation per post)
+  std::uint64_t capacity = 0;
+  std::uint64_t placed = 0;
+  std::uint64_t msg_len = 0;
+  bool last_seen = false;
+  bool done = false;
+  Pos last_pos = 0;  // highest stream position of its segments
+  bool pos_seen = false;
+  std::uint32_t inv_stag = 0;  // Send with Invalidate: the window to invalidate at completion
+  Srq* srq = nullptr;          // where the buffer came from
+};
+
+struct Srq {
+  Pd* pd = nullptr;
+  std::uint32_t max_wr = 0;
+  std::uint32_t max_sge = 0;
+  std::deque<RecvWqe> q;          // buffers not yet taken by a QP
+  std::uint32_t outstanding = 0;  // posted and not yet reaped by the consumer
+  std::uint32_t allocated = 0;    // taken by QPs, not yet completed
+  std::uint32_t completed = 0;    // completed (or flushed), not yet reaped
+  std::uint32_t low_watermark = 0;
+  bool lw_armed = false;
+  std::uint32_t users = 0;  // QPs attached
+  std::function<void(Srq*)> on_low_watermark;
+};
+
+struct SendWqe {
+  std::uint64_t wr_id = 0;
+  WcOpcode opcode = WcOpcode::send;
+  bool signaled = true;
+  Pos end_pos = 0;  // the transport's position after its last segment
+  std::uint32_t byte_len = 0;
+  SglRef sgl;  // holds its regions until completion
+  bool is_read = false;
+  bool read_done = false;  // the whole Read Response has arrived (in stream order)
+  bool issued = true;      // false while it waits in Qp::sq_wait (ORD reached, or a fence)
+};
+
+// A posted send-queue work request that is not on the wire yet: an RDMA Read beyond the ORD, a
+// request with a read fence while RDMA Reads are outstanding, or anything posted behind those.
+struct WaitingWr {
+  SendOpcode opcode = SendOpcode::send;
+  SglRef sgl;
+  std::uint32_t rkey = 0;
+  std::uint64_t remote_addr = 0;
+  std::uint32_t invalidate_stag = 0;
+  std::uint64_t total = 0;
+  bool fence = false;
+  Access sink_access = Access::local_write;  // an RDMA Read's sink: remote_write for a window
+  SendWqe* wqe = nullptr;                    // its entry on sq
+};
+
+// An RDMA Read this QP requested: where its response goes.
+struct ReadOut {
+  std::uint32_t sink_stag = 0;
+  std::uint64_t sink_to = 0;
+  std::uint32_t len = 0;
+  std::uint64_t placed = 0;
+  Pos last_pos = 0;
+  bool pos_seen = false;
+  SendWqe* wqe = nullptr;                    // its entry on sq (deque references are stable for push/pop at the ends)
+  Access sink_access = Access::local_write;  // remote_write for a memory window
+};
+
+enum class CmPhase : std::uint8_t { none, connecting, accepting, connected, disconnecting, closed };
+
+class Transport;
+
+// A transport's own per-QP state (sequence numbers, timers, its connection messages).
+struct TransportQp {
+  virtual ~TransportQp() = default;
+};
+
+struct Qp {
+  std::uint32_t qpn = 0;
+  QpInit init;
+  QpState state = QpState::idle;
+  CmPhase cm = CmPhase::none;
+  NetAddr peer{};
+  bool peer_hinted = false;  // the netdev was told of a connection to `peer` (peer_hint up)
+  Transport* transport = nullptr;
+  std::unique_ptr<TransportQp> t;  // the transport's state of this QP
+
+  std::uint32_t ord = 0, ird = 0;  // negotiated at connect
+
+  // Send queue.
+  std::deque<SendWqe> sq;         // posted, not completed, in order
+  std::deque<WaitingWr> sq_wait;  // the tail of sq that is not issued yet, in order
+  std::deque<ReadOut> reads_out;  // our RDMA Reads without their whole response yet
+
+  // Receive queue.
+  std::uint32_t recv_msn = 1;  // MSN of rq.front()
+  std::deque<RecvWqe> rq;
+  std::uint32_t rq_allocated = 0;  // entries of rq holding a buffer
+  std::uint32_t soft_hw = kNoWatermark, hard_hw = kNoWatermark;
+  bool soft_hw_armed = false;
+
+  QpCounters ctr{};
+};
+
+enum class ReqPhase : std::uint8_t { pending, accepted, rejected };
+
+// A connection request a listener received; the transport's own kind derives from it.
+struct ConnRequest {
+  virtual ~ConnRequest() = default;
+  ReqPhase phase = ReqPhase::pending;
+  std::vector<std::uint8_t> reply_private;
+  Clock::time_point decided{};
+};
+
+// What the device's parts share (under the device lock).
+struct Ctx {
+  Ctx(const DeviceConfig& c, const Limits& l) : cfg(c), limits(l), mrs(limits.max_mr) {}
+  DeviceConfig cfg;
+  Limits limits;
+  SglPool sgl_pool;  // before every holder of an SglRef
+  MrTable mrs;
+  std::unordered_map<std::uint32_t, Qp*> qps;
+  DeviceCounters ctr{};
+  Clock::time_point rx_now{};  // when the current receive round received its frames
+};
+
+// A wire: what the verbs and the engine need of it. iWARP over UDP is one; MPA/TCP and RoCEv2
+// are siblings behind the same interface.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // QP life.
+  virtual std::unique_ptr<TransportQp> make_qp_state() = 0;
+  virtual void reset(Qp& qp) = 0;    // back to idle: fresh sequence numbers
+  virtual void destroy(Qp& qp) = 0;  // before the QP goes: an abrupt close if connected
+
+  // Connection management.
+  virtual Status connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<const std::uint8_t> pd,
+                         std::chrono::milliseconds timeout) = 0;
+  virtual Status listen(std::uint64_t conn_qual,
+                        std::function<void(ConnRequest*, const ConnRequestInfo&)> on_request) = 0;
+  virtual Status stop_listen(std::uint64_t conn_qual) = 0;
+  virtual Status accept(ConnRequest* req, Qp& qp, std::span<const std::uint8_t> pd) = 0;
+  virtual Status reject(ConnRequest* req, std::span<const std::uint8_t> pd) = 0;
+  virtual Status disconnect(Qp& qp, bool graceful) = 0;
+
+  // Send queue: puts a work request on the wire (behind everything before it).
+  virtual void issue(Qp& qp, const WaitingWr& w) = 0;
+  virtual void kick(Qp& qp) = 0;  // transmit what the window allows
+  // The position after everything queued so far (a bind's place in the stream).
+  virtual Pos tx_pos(const Qp& qp) const = 0;
+  // The peer has everything below this position.
+  virtual Pos acked_pos(const Qp& qp) const = 0;
+  // Every request posted before a graceful disconnect has been issued: the close follows them.
+  virtual void send_queue_drained(Qp& qp) = 0;
+  // What the transport holds of a QP's requests goes (core flushes the queues).
+  virtual void flush(Qp& qp) = 0;
+  // The connection ended (netdev hints).
+  virtual void closed(Qp& qp) = 0;
+  // The connection cannot go on: tell the peer as the wire says (Terminate, NAK), break it.
+  // `bad`: the position of the frame that caused it (none: the one being handled, if any).
+  virtual void fatal(Qp& qp, Error e, std::string reason, std::optional<Pos> bad = std::nullopt) = 0;
+
+  // The device closes: every open connection is reset (repeated until the peer answers).
+  virtual void close_all() = 0;
+  virtual bool lingering() const = 0;
+};
+
+}  // namespace softrnic

@@ -1,0 +1,67 @@
+// The queues every transport shares (DESIGN.md, "Receive-side semantics"):
+// - receive queue (recv_queue.cpp): buffers matched by MSN, SRQ buffers taken when a message's
+//   first segment arrives (or with the gap), watermarks, placement into a buffer's SGL,
+//   completion strictly in MSN order once the transport has delivered everything before;
+// - send queue (send_queue.cpp): ORD gating and read fences, completion in posting order once
+//   acknowledged; placement of RDMA Write data and Read Responses (tagged, after STag checks);
+// - completions (completion.cpp): CQ entries, flushing, closing a QP with one event.
+// A violation comes back as a Fault; the transport turns it into what its wire says.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+
+#include "objects.hpp"
+
+namespace softrnic {
+
+struct Fault {
+  Error error;
+  std::string reason;
+};
+
+// ---- receive queue ----
+Status make_recv(Ctx& ctx, Pd* pd, const RecvWr& wr, RecvWqe& r);
+void srq_completed(Srq* srq);
+void check_low_watermark(Srq& srq);
+// Soft: one notification per arming. Hard: the connection breaks (transport->fatal). False when broken.
+bool check_watermarks(Qp& qp);
+// Places an untagged segment (MSN, offset, payload) into its buffer, taking one from the SRQ if
+// the QP has one and the MSN has none yet. `pos`: the segment's stream position. `last`: the
+// message's last segment. nullopt when placed.
+std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::uint64_t mo,
+                                    std::span<const std::uint8_t> payload, bool last, std::uint32_t inv_stag,
+                                    bool invalidate, Pos pos);
+// Completes receives in MSN order: the front buffer when its message is whole and everything
+// before its last segment has been delivered (`delivered`: every position below it).
+void complete_receives(Ctx& ctx, Qp& qp, Pos delivered);
+
+// ---- send queue ----
+// Whether a work request may go on the wire now: an RDMA Read needs a free ORD slot, a fenced
+// request needs every earlier RDMA Read completed.
+bool can_issue(const Qp& qp, const WaitingWr& w);
+// Issues the waiting requests at the head of sq_wait that may go now, in order.
+void issue_waiting(Qp& qp);
+// Completes send-queue entries in posting order: a Send or Write when everything before
+// `acked` is acknowledged and covers its last segment, an RDMA Read when its response is whole.
+void complete_sends(Qp& qp, Pos acked);
+// RDMA Write data: placed after the STag, zone, bounds and access checks.
+std::optional<Fault> place_tagged(Ctx& ctx, Qp& qp, std::uint32_t stag, std::uint64_t to,
+                                  std::span<const std::uint8_t> payload);
+// A segment of the response to one of our RDMA Reads: into that read's sink only.
+std::optional<Fault> place_read_response(Ctx& ctx, Qp& qp, std::uint32_t stag, std::uint64_t to,
+                                         std::span<const std::uint8_t> payload, Pos pos);
+// Reads complete in order, each once its response is whole and delivered; then the requests
+// that waited for them are issued. True when any completed.
+bool complete_reads(Qp& qp, Pos delivered, Pos acked);
+
+// ---- completions ----
+void push_wc(Cq* cq, const Wc& wc);
+// Everything posted completes as flushed (SRQ buffers the QP took go to its receive CQ too).
+void flush_qp(Qp& qp);
+// Ends the connection: flush, state, and (if given) one event to the consumer.
+void close_qp(Qp& qp, std::optional<CmEventType> ev, std::string reason);
+void emit(Qp& qp, CmEventType ev, std::string reason, std::vector<std::uint8_t> pd = {});
+
+}  // namespace softrnic

@@ -1,0 +1,153 @@
+// The receive queue: where an inbound Send is placed, how an SRQ buffer is taken, and when a
+// receive completes.
+#include <algorithm>
+
+#include "queues.hpp"
+#include "user_mem.hpp"
+
+namespace softrnic {
+
+Status make_recv(Ctx& ctx, Pd* pd, const RecvWr& wr, RecvWqe& r) {
+  r.wr_id = wr.wr_id;
+  for (const Sge& g : wr.sgl) {
+    if (g.length == 0) continue;
+    if (ctx.mrs.check(g.lkey, pd, g.addr, g.length, Access::local_write) != MrCheck::ok)
+      return Status::protection_violation;
+    r.sgl.push_back(g);
+    r.capacity += g.length;
+  }
+  return r.capacity > ctx.limits.max_msg_size ? Status::length_error : Status::ok;
+}
+
+void srq_completed(Srq* srq) {
+  if (!srq) return;
+  srq->allocated--;
+  srq->completed++;
+}
+
+void check_low_watermark(Srq& srq) {
+  if (srq.lw_armed && srq.q.size() < srq.low_watermark) {
+    srq.lw_armed = false;
+    if (srq.on_low_watermark) srq.on_low_watermark(&srq);
+  }
+}
+
+bool check_watermarks(Qp& qp) {
+  if (qp.soft_hw_armed && qp.rq_allocated > qp.soft_hw) {
+    qp.soft_hw_armed = false;
+    if (qp.init.on_soft_watermark) qp.init.on_soft_watermark(&qp);
+  }
+  if (qp.hard_hw != kNoWatermark && qp.rq_allocated > qp.hard_hw && qp.state == QpState::rts) {
+    qp.transport->fatal(qp, Error::local_catastrophic, "more receive buffers allocated than the hard high watermark");
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+// Gives rq[idx] a buffer from the SRQ (and, under gap fill, every entry below it).
+bool allocate_from_srq(Ctx& ctx, Qp& qp, std::size_t idx) {
+  Srq& srq = *qp.init.srq;
+  const AllocPolicy policy = qp.init.alloc_policy.value_or(ctx.cfg.alloc_policy);
+  const std::size_t first = policy == AllocPolicy::gap_fill ? 0 : idx;
+  for (std::size_t i = first; i <= idx; ++i) {
+    RecvWqe& slot = qp.rq[i];
+    if (slot.allocated) continue;
+    if (srq.q.empty()) return false;
+    slot = std::move(srq.q.front());
+    srq.q.pop_front();
+    slot.allocated = true;
+    qp.rq_allocated++;
+    srq.allocated++;
+  }
+  check_low_watermark(srq);
+  return check_watermarks(qp);
+}
+
+}  // namespace
+
+std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::uint64_t mo,
+                                    std::span<const std::uint8_t> payload, bool last, std::uint32_t inv_stag,
+                                    bool invalidate, Pos pos) {
+  const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(msn - qp.recv_msn));
+  if (idx < 0) return Fault{Error::msn_range, "MSN " + std::to_string(msn) + " already completed"};
+  const auto slot = static_cast<std::size_t>(idx);
+  if (qp.init.srq) {
+    // A message's first segment to arrive takes a buffer from the SRQ (arrival order).
+    if (slot >= kMaxMsnAhead) return Fault{Error::msn_range, "MSN " + std::to_string(msn) + " too far ahead"};
+    if (slot >= qp.rq.size()) {
+      RecvWqe empty;
+      empty.allocated = false;
+      qp.rq.resize(slot + 1, empty);
+    }
+    if (!qp.rq[slot].allocated && !allocate_from_srq(ctx, qp, slot)) {
+      if (qp.state != QpState::rts) return std::nullopt;  // broken already (the hard watermark)
+      return Fault{Error::no_buffer, "the SRQ has no buffer for MSN " + std::to_string(msn)};
+    }
+  } else if (slot >= qp.rq.size()) {
+    return Fault{Error::no_buffer, "no receive buffer posted for MSN " + std::to_string(msn)};
+  }
+  RecvWqe& r = qp.rq[slot];
+  const std::uint64_t end = mo + payload.size();
+  if (end > r.capacity)
+    return Fault{Error::message_too_long, "message of at least " + std::to_string(end) + " bytes for a " +
+                                              std::to_string(r.capacity) + "-byte buffer"};
+  if (r.last_seen && end > r.msg_len) return Fault{Error::bad_offset, "segment beyond the message's last segment"};
+  // Scatter into the buffer's SGL, its regions checked again first (a consumer may have freed
+  // one after posting): nothing is placed unless all of it may be.
+  const Pd* pd = r.srq ? r.srq->pd : qp.init.pd;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::uint64_t at = mo;
+    std::size_t done = 0;
+    for (const Sge& g : r.sgl) {
+      if (done == payload.size()) break;
+      if (at >= g.length) {
+        at -= g.length;
+        continue;
+      }
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - at, payload.size() - done));
+      if (pass == 0 && ctx.mrs.check(g.lkey, pd, g.addr + at, n, Access::local_write) != MrCheck::ok)
+        return Fault{Error::local_catastrophic, "a receive buffer's region was freed while posted"};
+      if (pass == 1 &&
+          !guarded_copy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(g.addr + at)), payload.data() + done, n)) {
+        ctx.ctr.memory_faults++;
+        return Fault{Error::local_catastrophic,
+                     "a receive buffer's registered memory is no longer mapped with write access"};
+      }
+      done += n;
+      at = 0;
+    }
+  }
+  r.placed += payload.size();
+  if (last) {
+    r.last_seen = true;
+    r.msg_len = end;
+  }
+  if (!r.pos_seen || r.last_pos < pos) r.last_pos = pos;
+  r.pos_seen = true;
+  if (invalidate) r.inv_stag = inv_stag;
+  if (r.last_seen && r.placed >= r.msg_len) r.done = true;
+  return std::nullopt;
+}
+
+void complete_receives(Ctx& ctx, Qp& qp, Pos delivered) {
+  while (!qp.rq.empty()) {
+    const RecvWqe& f = qp.rq.front();
+    if (!f.allocated || !f.done || !(f.last_pos < delivered)) break;
+    // Send with Invalidate: the window goes before the receive completes.
+    if (f.inv_stag && !ctx.mrs.invalidate(f.inv_stag, qp.init.pd)) {
+      qp.transport->fatal(qp, Error::cannot_invalidate,
+                          "Send with Invalidate names no bound window of this protection zone", f.last_pos);
+      return;
+    }
+    srq_completed(f.srq);
+    push_wc(qp.init.recv_cq, Wc{f.wr_id, WcOpcode::recv, WcStatus::success, static_cast<std::uint32_t>(f.msg_len), &qp,
+                                qp.init.context, f.srq, f.inv_stag});
+    qp.rq.pop_front();
+    qp.rq_allocated--;
+    qp.recv_msn++;
+  }
+}
+
+}  // namespace softrnic

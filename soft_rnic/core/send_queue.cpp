@@ -1,0 +1,97 @@
+// The send queue: ORD gating and read fences, completion in posting order; placement of what
+// comes back for it or at it from the peer (RDMA Write data, Read Responses).
+#include "queues.hpp"
+#include "user_mem.hpp"
+
+namespace softrnic {
+
+bool can_issue(const Qp& qp, const WaitingWr& w) {
+  if (w.opcode == SendOpcode::rdma_read && qp.reads_out.size() >= qp.ord) return false;
+  if (w.fence && !qp.reads_out.empty()) return false;
+  return true;
+}
+
+void issue_waiting(Qp& qp) {
+  bool any = false;
+  while (!qp.sq_wait.empty() && qp.state == QpState::rts && can_issue(qp, qp.sq_wait.front())) {
+    qp.transport->issue(qp, qp.sq_wait.front());
+    qp.sq_wait.pop_front();
+    any = true;
+  }
+  if (any) qp.transport->kick(qp);
+  if (qp.sq_wait.empty() && qp.cm == CmPhase::disconnecting && qp.state == QpState::rts)
+    qp.transport->send_queue_drained(qp);
+}
+
+void complete_sends(Qp& qp, Pos acked) {
+  while (!qp.sq.empty()) {
+    const SendWqe& s = qp.sq.front();
+    if (!s.issued || (s.is_read ? !s.read_done : acked < s.end_pos)) break;
+    if (s.signaled)
+      push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::success, s.byte_len, &qp, qp.init.context});
+    qp.sq.pop_front();
+  }
+}
+
+std::optional<Fault> place_tagged(Ctx& ctx, Qp& qp, std::uint32_t stag, std::uint64_t to,
+                                  std::span<const std::uint8_t> payload) {
+  const MrCheck c = ctx.mrs.check(stag, qp.init.pd, to, payload.size(), Access::remote_write);
+  if (c != MrCheck::ok) return Fault{tagged_error(c), std::string(to_string(c))};
+  if (!payload.empty() &&
+      !guarded_copy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(to)), payload.data(), payload.size())) {
+    ctx.ctr.memory_faults++;
+    return Fault{Error::local_catastrophic,
+                 "an RDMA Write target's registered memory is no longer mapped with write access"};
+  }
+  return std::nullopt;
+}
+
+std::optional<Fault> place_read_response(Ctx& ctx, Qp& qp, std::uint32_t stag, std::uint64_t to,
+                                         std::span<const std::uint8_t> payload, Pos pos) {
+  // Responses come in the order of the requests: the segment belongs to the oldest read whose
+  // sink holds it and that still lacks bytes (reads may share one sink); the empty response of
+  // a zero-length read to the oldest such read not answered yet. Under reordering a segment may
+  // be counted for an earlier read of the same sink; a read still completes only when every
+  // segment before its last counted one has been delivered, so its own bytes are in place.
+  const bool empty = payload.empty();
+  ReadOut* rd = nullptr;
+  for (ReadOut& r : qp.reads_out) {
+    const bool wants = empty ? r.len == 0 && !r.pos_seen : r.placed < r.len;
+    if (wants && r.sink_stag == stag && to >= r.sink_to && to + payload.size() <= r.sink_to + r.len) {
+      rd = &r;
+      break;
+    }
+  }
+  if (!rd) return Fault{Error::stag_not_associated, "Read Response for no outstanding RDMA Read"};
+  if (!payload.empty()) {
+    if (ctx.mrs.check(stag, qp.init.pd, to, payload.size(), rd->sink_access) != MrCheck::ok)
+      return Fault{Error::local_catastrophic, "an RDMA Read sink region was freed while the read was outstanding"};
+    if (!guarded_copy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(to)), payload.data(), payload.size())) {
+      ctx.ctr.memory_faults++;
+      return Fault{Error::local_catastrophic,
+                   "an RDMA Read sink's registered memory is no longer mapped with write access"};
+    }
+  }
+  rd->placed += payload.size();
+  if (!rd->pos_seen || rd->last_pos < pos) rd->last_pos = pos;
+  rd->pos_seen = true;
+  return std::nullopt;
+}
+
+bool complete_reads(Qp& qp, Pos delivered, Pos acked) {
+  bool any = false;
+  while (!qp.reads_out.empty()) {
+    ReadOut& r = qp.reads_out.front();
+    if (!r.pos_seen || r.placed < r.len || !(r.last_pos < delivered)) break;
+    r.wqe->read_done = true;
+    qp.reads_out.pop_front();
+    any = true;
+  }
+  if (any) {
+    complete_sends(qp, acked);
+    issue_waiting(qp);  // reads that waited for an ORD slot, requests behind a fence
+  }
+  return any;
+}
+
+}  // namespace softrnic

@@ -1,0 +1,93 @@
+#include "engine.hpp"
+
+namespace softrnic::engine {
+
+namespace {
+// The longest the progress thread sleeps at once while a consumer drives the engine (busy polling
+// or blocked in dat_evd_wait), and so the latest it takes over once the consumer stops: under the
+// RTO floor, so a peer does not retransmit for it. Shorter, its wake-ups preempt the consumers
+// that spin on two cores.
+constexpr std::chrono::microseconds kConsumerPollGrace{2000};
+// A consumer that spins calls progress() every microsecond or two: it reads the clock (for the
+// timers, and to tell the progress thread to stand back) one call in this many.
+constexpr std::uint32_t kClockEvery = 8;
+}  // namespace
+
+void Engine::start(Pollable& p) {
+  p_ = &p;
+  thread_ = std::thread([this] { run(); });
+}
+
+void Engine::stop() {
+  if (!thread_.joinable()) return;
+  stop_ = true;
+  nd_.wake();
+  thread_.join();
+}
+
+std::chrono::microseconds Engine::next_wait() {
+  std::lock_guard lk(mu_);
+  return p_->next_wait();
+}
+
+void Engine::run() {
+  while (!stop_) {
+    if (!busy_poll_) {
+      const auto until =
+          Clock::time_point(std::chrono::nanoseconds(consumer_until_ns_.load(std::memory_order_relaxed)));
+      const auto now = Clock::now();
+      if (now < until) {
+        std::this_thread::sleep_for(std::min<Clock::duration>(until - now, kConsumerPollGrace));
+        continue;
+      }
+      // The netdev holds one wake token, taken by whichever thread returns from wait_rx first.
+      // A consumer may have become the driver while this thread was already blocked here: what
+      // woke this thread may have been a wake() meant for that consumer (its event came from
+      // another thread, its CNO or EVD is being freed), so it is passed on, or the consumer
+      // would sleep until a frame or its timeout. (A wake() before the consumer blocked is seen
+      // by wait_progress through wakes_seen.)
+      nd_.wait_rx(next_wait());
+      if (driver_.load()) nd_.wake();
+    }
+    std::lock_guard lk(mu_);
+    p_->poll(Clock::now());
+  }
+}
+
+bool Engine::wait_progress(std::chrono::microseconds max, std::uint64_t wakes_seen) {
+  bool expected = false;
+  if (!driver_.compare_exchange_strong(expected, true)) return false;  // seq_cst, as wakes_
+  auto now = Clock::now();
+  raise_consumer_until(now + max);  // the progress thread stands back meanwhile
+  // A wake() after the caller looked: its token may be gone to the progress thread (which passes
+  // on only what wakes it after this thread became the driver). Run the round without blocking.
+  if (wakes_.load() == wakes_seen) nd_.wait_rx(std::min(max, next_wait()));
+  {
+    std::lock_guard lk(mu_);
+    now = Clock::now();
+    p_->poll(now);
+  }
+  // Back to the progress thread unless the consumer comes back soon (as after a busy poll).
+  consumer_until_ns_.store(ns_of(now + kConsumerPollGrace), std::memory_order_relaxed);
+  driver_.store(false, std::memory_order_release);
+  return true;
+}
+
+// `now` is read only every kClockEvery calls, since each read costs on the path that detects an
+// arriving frame (two reads per empty poll were 5 % of a spinning ping-pong's time). A receive
+// round reads it once when something arrived; timers run when the time is known.
+bool Engine::progress(std::chrono::microseconds drive_for) {
+  std::optional<Clock::time_point> now;
+  if (progress_calls_.fetch_add(1, std::memory_order_relaxed) % kClockEvery == 0) {
+    now = Clock::now();
+    raise_consumer_until(*now + drive_for);
+  }
+  std::unique_lock lk(mu_, std::try_to_lock);
+  return !lk.owns_lock() || p_->poll(now) > 0;
+}
+
+bool Engine::consumer_polling() const {
+  return ns_of(Clock::now()) < consumer_until_ns_.load(std::memory_order_relaxed);
+}
+
+}  // namespace softrnic::engine

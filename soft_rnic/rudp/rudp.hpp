@@ -1,0 +1,238 @@
+// The project's reliable datagram framing (docs/wire.md), a lower layer for iWARP: sequenced
+// frames with cumulative and selective acks, RACK/RTO retransmission, a window, keepalive
+// (stream.cpp); the receive path from datagram to DDP segment (rx.cpp); its connection messages:
+// request/reply/confirm, cookies, pending, reject, reset and the linger after an abrupt close
+// (cm.cpp). One DDP segment per datagram.
+#pragma once
+
+#include <sodium.h>
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "engine.hpp"
+#include "rdmap.hpp"
+#include "rx_window.hpp"
+#include "softrnic/netdev/netdev.hpp"
+#include "softrnic/wire/udp_frame.hpp"
+#include "timer_queue.hpp"
+
+namespace softrnic::rudp {
+
+// A sequenced frame: its headers (frame, DDP, RDMAP) are kept here; its payload stays in the
+// consumer's registered memory until the frame is acknowledged (the buffer belongs to the RNIC
+// until the work request completes). Ack and CRC are stamped at each transmission.
+struct SeqFrame {
+  static constexpr std::size_t kMaxHead = 96;
+  std::uint32_t seq = 0;
+  std::uint8_t head_len = 0;
+  std::array<std::uint8_t, kMaxHead> head{};
+  SglRef sgl;  // payload source, null when there is none
+  std::uint64_t sgl_off = 0;
+  std::uint32_t len = 0;
+  Clock::time_point sent{};  // last transmission
+  bool retransmitted = false;
+  bool sacked = false;  // the peer has it (selective acknowledgement)
+  int retries = 0;
+};
+
+struct Request;
+
+// A QP's connection on this wire.
+struct Conn final : iwarp::IwarpQp {
+  std::uint32_t peer_qpn = 0;
+
+  // Connection management.
+  std::uint32_t conn_id = 0;
+  std::uint64_t conn_qual = 0;
+  std::vector<std::uint8_t> cm_private;  // what our REQ/REP carries, for retransmission
+  Clock::time_point cm_deadline{};
+  Clock::time_point cm_next_tx{};
+  Clock::time_point cm_started{};  // active side: when the request first went out
+  bool cm_answered = false;        // active side: the listener answered something (reply, cookie, pending)
+  std::uint32_t cm_cookie = 0;     // active side: the listener's cookie, echoed in our requests
+  Request* req = nullptr;          // passive side: the request we accepted
+
+  // Send side. Positions (core's view) advance with the sequence numbers: snd_nxt_pos is the
+  // position of snd_nxt, snd_una_pos that of snd_una.
+  std::uint32_t snd_nxt = 0;
+  std::uint32_t snd_una = 0;
+  Pos snd_nxt_pos = 0, snd_una_pos = 0;
+  Ring<SeqFrame> inflight;  // sent, not acknowledged
+  Ring<SeqFrame> backlog;   // waiting for window
+  std::size_t inflight_bytes = 0;
+  bool local_error = false;  // a payload region vanished during transmission
+  std::chrono::microseconds rto{0};
+  double srtt_us = 0, rttvar_us = 0;  // RFC 6298 estimator; srtt 0 = no sample yet
+  Clock::time_point rack_sent{};      // latest send time of a frame known delivered (RACK)
+  std::chrono::microseconds rack_rtt{0};
+  std::chrono::microseconds min_rtt{0};
+  std::chrono::microseconds reo_wnd{0};  // widened after a spurious retransmission
+  Clock::time_point rto_probe{};         // when the RTO last fired (the timer of the rest restarts there)
+  std::uint32_t disc_seq = 0;            // sequence after our disconnect frame
+  // After we sent a Terminate: acknowledge nothing from the frame that caused it on, so its
+  // sender completes that request in error rather than with success.
+  std::optional<std::uint32_t> ack_limit;
+
+  // Receive side. rcv_pos: the position of rxw.next().
+  RxWindow rxw;
+  Pos rcv_pos = 0;
+  bool ack_needed = false;
+  std::uint32_t rx_unacked = 0;  // in-order data frames received since our last ack went out
+  Clock::time_point ack_due{};   // a delayed ack goes out then, unless data carries it first
+  bool ack_now = false;          // a duplicate or a gap: the peer needs an ack at once
+  bool disc_rx_pending = false;  // the peer's disconnect arrived ahead of a gap
+  std::uint32_t disc_rx_seq = 0;
+  Clock::time_point last_challenge{};  // the last challenge ACK (rate limit)
+
+  // Liveness (keepalive): the peer's last frame, and the probes sent since.
+  Clock::time_point last_rx{};
+  Clock::time_point ka_next{};  // the next probe may go then
+  int ka_sent = 0;              // probes unanswered
+  bool ka_soon = false;         // probe now: the peer acknowledged less than before
+  std::uint32_t ka_nonce = 0;   // the outstanding probe's nonce
+  std::uint32_t ka_una = 0;     // snd_una when it went: the answer must acknowledge at least that
+};
+
+// What stays of a connection after an abrupt close or destroy: the reset is repeated until the
+// peer acknowledges it, and the peer's retransmissions are still acknowledged, so a Send the
+// peer made before the close completes there instead of being flushed for a lost ACK.
+struct Linger {
+  std::uint32_t qpn = 0;
+  NetAddr peer{};
+  std::uint32_t peer_qpn = 0;
+  std::uint32_t conn_id = 0;
+  std::uint32_t rcv_next = 0;
+  std::uint32_t snd_nxt = 0;  // what the reset's seq says: the peer's expected sequence number
+  Clock::time_point next_tx{};
+  Clock::time_point expiry{};
+};
+
+struct Request final : ConnRequest {
+  NetAddr from{};
+  std::uint32_t src_qpn = 0;
+  std::uint32_t conn_id = 0;
+  std::uint32_t init_seq = 0;
+  std::uint64_t conn_qual = 0;
+  std::uint32_t peer_ird = 0, peer_ord = 0;
+};
+
+class Rudp final : public Transport, public iwarp::LowerLayer, public engine::Pollable {
+ public:
+  Rudp(Ctx& ctx, netdev::Netdev& nd);
+  ~Rudp() override;
+
+  // core::Transport
+  std::unique_ptr<TransportQp> make_qp_state() override;
+  void reset(Qp& qp) override;
+  void destroy(Qp& qp) override;
+  Status connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<const std::uint8_t> pd,
+                 std::chrono::milliseconds timeout) override;
+  Status listen(std::uint64_t conn_qual, std::function<void(ConnRequest*, const ConnRequestInfo&)> on_request) override;
+  Status stop_listen(std::uint64_t conn_qual) override;
+  Status accept(ConnRequest* req, Qp& qp, std::span<const std::uint8_t> pd) override;
+  Status reject(ConnRequest* req, std::span<const std::uint8_t> pd) override;
+  Status disconnect(Qp& qp, bool graceful) override;
+  void issue(Qp& qp, const WaitingWr& w) override { rdmap_.issue(qp, w); }
+  void kick(Qp& qp) override { pump_tx(qp); }
+  Pos tx_pos(const Qp& qp) const override { return conn(qp).snd_nxt_pos; }
+  Pos acked_pos(const Qp& qp) const override { return conn(qp).snd_una_pos; }
+  void send_queue_drained(Qp& qp) override { send_disconnect(qp); }
+  void flush(Qp& qp) override;
+  void closed(Qp& qp) override;
+  void fatal(Qp& qp, Error e, std::string reason, std::optional<Pos> bad) override {
+    rdmap_.terminate(qp, e, reason, bad);
+  }
+  void close_all() override;
+  bool lingering() const override { return !lingers_.empty(); }
+
+  // iwarp::LowerLayer
+  void send_segment(Qp& qp, std::initializer_list<std::span<const std::uint8_t>> hdr, const SglRef& sgl,
+                    std::uint64_t off, std::uint32_t len) override;
+  std::size_t max_payload(const Qp&, std::size_t hdr_len) const override {
+    return nd_.max_datagram() - wire::kFrameOverhead - hdr_len;
+  }
+  Pos delivered(const Qp& qp) const override { return conn(qp).rcv_pos; }
+  Pos acked(const Qp& qp) const override { return conn(qp).snd_una_pos; }
+  void hold_acks_from(Qp& qp, Pos bad) override;
+
+  // engine::Pollable
+  std::size_t poll(std::optional<Clock::time_point> now) override;
+  std::chrono::microseconds next_wait() override;
+
+ private:
+  static Conn& conn(Qp& qp) { return static_cast<Conn&>(*qp.t); }
+  static const Conn& conn(const Qp& qp) { return static_cast<const Conn&>(*qp.t); }
+
+  // stream.cpp
+  SeqFrame& enqueue_seq(Qp& qp, wire::FrameType type, std::initializer_list<std::span<const std::uint8_t>> parts);
+  std::optional<std::span<const std::uint8_t>> payload_of(const Qp& qp, const SeqFrame& f);
+  static std::uint32_t ack_value(const Conn& c);
+  void transmit(Qp& qp, SeqFrame& f);
+  void send_raw(NetAddr to, std::span<const std::uint8_t> d);
+  void pump_tx(Qp& qp);
+  void local_protection_failure(Qp& qp);
+  void rtt_sample(Conn& c, std::chrono::microseconds sample);
+  static void acked_now(Conn& c);
+  void send_ack(Qp& qp, std::uint8_t flags = 0, std::uint32_t seq = 0);
+  void send_disconnect(Qp& qp);
+  void timers(Clock::time_point now);
+  Clock::time_point deadline(const Qp& qp) const;
+  void rearm(Qp& qp);
+  static std::chrono::microseconds reorder_window(const Conn& c);
+  void on_timer(Qp& qp, Clock::time_point now);
+  bool keepalive(Qp& qp, Clock::time_point now);
+  static bool ack_acceptable(const Conn& c, std::uint32_t ack);
+  void challenge(Qp& qp);
+  void alive(Conn& c);
+  void mark_ack(Qp& qp);
+  void flush_acks();
+  void delayed_acks(Clock::time_point now);
+  bool handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack);
+
+  // rx.cpp
+  void network_errors();
+  void handle_datagram(NetAddr from, std::span<const std::uint8_t> d);
+  void stream_advanced(Qp& qp);
+  void handle_stream_ctrl(Qp& qp, std::span<const std::uint8_t> body, std::uint32_t seq);
+  void peer_closed(Qp& qp);
+
+  // cm.cpp
+  void send_cm_raw(NetAddr to, std::uint32_t dst_qpn, std::uint32_t src_qpn, wire::CmOp op, std::uint8_t rsv,
+                   std::uint64_t conn_qual, std::uint32_t conn_id, std::uint32_t init_seq,
+                   std::span<const std::uint8_t> pd, std::uint32_t ird = 0, std::uint32_t ord = 0,
+                   std::uint32_t hdr_seq = 0);
+  void send_cm(Qp& qp, wire::CmOp op, std::uint8_t rsv);
+  std::uint32_t cookie(NetAddr from, std::uint32_t src_qpn, std::uint32_t conn_id, std::uint64_t conn_qual,
+                       std::uint32_t init_seq, std::int64_t epoch) const;
+  void send_reject(const Request& r, bool no_listener);
+  void start_linger(Qp& qp);
+  void send_reset(const Linger& l, std::uint32_t seq);
+  bool answer_lingering(NetAddr from, const wire::FrameHeader& h);
+  void hint_peer(Qp& qp, bool up);
+  void established_passive(Qp& qp);
+  void cm_timers(Clock::time_point now);
+  bool known_req(const ConnRequest* r) const;
+  void handle_cm(NetAddr from, const wire::FrameHeader& h, std::span<const std::uint8_t> body);
+
+  Ctx& ctx_;
+  netdev::Netdev& nd_;
+  iwarp::Rdmap rdmap_;
+  std::map<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>> listeners_;
+  std::vector<Request*> reqs_;
+  std::vector<Qp*> ack_list_;
+  std::vector<Qp*> delayed_acks_;  // QPs whose lone in-order frame waits for a reply to carry its ack
+  std::vector<Linger> lingers_;
+  engine::TimerQueue timers_;  // each QP at its next deadline (deadline())
+  Clock::time_point last_timer_scan_{};
+  Clock::time_point last_req_sweep_{};
+  std::vector<std::uint8_t> rx_bufs_, tx_gather_;
+  std::vector<netdev::RxFrame> rx_frames_;
+  std::size_t window_bytes_ = 0;
+  std::array<unsigned char, crypto_shorthash_KEYBYTES> cookie_key_{};
+};
+
+}  // namespace softrnic::rudp

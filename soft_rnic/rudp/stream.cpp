@@ -1,0 +1,531 @@
+// The reliable sequenced stream: frames queued and sent within the window, acks (delayed,
+// selective, challenge), RACK/RTO retransmission, keepalive.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "constants.hpp"
+#include "rudp.hpp"
+#include "softrnic/wire/crc32c.hpp"
+#include "user_mem.hpp"
+
+namespace softrnic::rudp {
+
+namespace w = wire;
+
+// Appends a sequenced frame to the backlog. `parts` are the bytes after the frame header.
+SeqFrame& Rudp::enqueue_seq(Qp& qp, w::FrameType type, std::initializer_list<std::span<const std::uint8_t>> parts) {
+  Conn& c = conn(qp);
+  SeqFrame& f = c.backlog.emplace_back();
+  f.seq = c.snd_nxt++;
+  c.snd_nxt_pos++;
+  w::write_frame_header(f.head, {type, 0, c.peer_qpn, qp.qpn, f.seq, 0});
+  std::size_t n = w::kFrameHeaderLen;
+  for (auto p : parts) {
+    std::memcpy(f.head.data() + n, p.data(), p.size());
+    n += p.size();
+  }
+  f.head_len = static_cast<std::uint8_t>(n);
+  return f;
+}
+
+void Rudp::send_segment(Qp& qp, std::initializer_list<std::span<const std::uint8_t>> hdr, const SglRef& sgl,
+                        std::uint64_t off, std::uint32_t len) {
+  SeqFrame& f = enqueue_seq(qp, w::FrameType::ddp, hdr);
+  if (len > 0) {
+    f.sgl = sgl;
+    f.sgl_off = off;
+    f.len = len;
+  }
+}
+
+// The payload of `f` as one span: straight from registered memory when one SGE holds it,
+// else gathered into tx_gather_.
+// Every region is checked again at each read: a consumer may free an LMR a posted work request
+// still names, and then nothing may be read from it. nullopt when a region is gone.
+std::optional<std::span<const std::uint8_t>> Rudp::payload_of(const Qp& qp, const SeqFrame& f) {
+  if (f.len == 0) return std::span<const std::uint8_t>{};
+  std::uint64_t off = f.sgl_off;
+  std::size_t left = f.len;
+  tx_gather_.clear();
+  for (const Sge& g : *f.sgl) {
+    if (left == 0) break;
+    if (off >= g.length) {
+      off -= g.length;
+      continue;
+    }
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - off, left));
+    if (ctx_.mrs.check(g.lkey, qp.init.pd, g.addr + off, n, Access::none) != MrCheck::ok) return std::nullopt;
+    const auto* src = reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(g.addr + off));
+    if (n == f.len) return std::span<const std::uint8_t>{src, n};
+    const std::size_t at = tx_gather_.size();
+    tx_gather_.resize(at + n);
+    if (!guarded_copy(tx_gather_.data() + at, src, n)) {
+      ctx_.ctr.memory_faults++;
+      return std::nullopt;
+    }
+    left -= n;
+    off = 0;
+  }
+  return std::span<const std::uint8_t>{tx_gather_};
+}
+
+// What our frames acknowledge: the cumulative receive point, held below the frame that made us
+// send a Terminate.
+std::uint32_t Rudp::ack_value(const Conn& c) {
+  const std::uint32_t next = c.rxw.next();
+  return c.ack_limit && seq_lt(*c.ack_limit, next) ? *c.ack_limit : next;
+}
+
+void Rudp::hold_acks_from(Qp& qp, Pos bad) {
+  Conn& c = conn(qp);
+  if (c.ack_limit) return;
+  const std::uint32_t next = c.rxw.next();
+  c.ack_limit = bad < c.rcv_pos ? next - static_cast<std::uint32_t>(c.rcv_pos - bad) : next;
+}
+
+void Rudp::transmit(Qp& qp, SeqFrame& f) {
+  Conn& c = conn(qp);
+  w::FrameHdrWire h;
+  std::memcpy(&h, f.head.data(), sizeof h);
+  h.flags = w::kFlagAckValid;
+  h.ack = w::Be32(ack_value(c));
+  std::memcpy(f.head.data(), &h, sizeof h);
+  const std::span<const std::uint8_t> head{f.head.data(), f.head_len};
+  const auto payload = payload_of(qp, f);
+  if (!payload) {
+    c.local_error = true;  // the caller breaks the connection after its loop
+    return;
+  }
+  const auto body = *payload;
+  w::Crc32c crc;
+  crc.update(head);
+  // The payload is read here first, straight from registered memory: a region the consumer
+  // unmapped or protected meanwhile faults here, and breaks the connection instead of the
+  // process. (The netdev reads it again just after: a region unmapped in that instant is not
+  // covered; the kernel's send returns EFAULT for it, a copying netdev would fault.)
+  struct CrcArgs {
+    w::Crc32c* crc;
+    std::span<const std::uint8_t> body;
+  } ca{&crc, body};
+  if (!body.empty() &&
+      !run_guarded([](void* p) { static_cast<CrcArgs*>(p)->crc->update(static_cast<CrcArgs*>(p)->body); }, &ca)) {
+    ctx_.ctr.memory_faults++;
+    c.local_error = true;
+    return;
+  }
+  const auto tail = w::frame_trailer(crc.value());
+  const netdev::TxFrame tf{qp.peer, head, body, tail};
+  nd_.tx_burst({&tf, 1});
+  qp.ctr.tx_frames++;
+  if (!c.rxw.has_gap()) acked_now(c);  // the piggybacked ack says it all
+}
+
+void Rudp::send_raw(NetAddr to, std::span<const std::uint8_t> d) {
+  const netdev::TxFrame tf{to, d, {}, {}};
+  nd_.tx_burst({&tf, 1});
+}
+
+void Rudp::pump_tx(Qp& qp) {
+  Conn& c = conn(qp);
+  bool sent = false;
+  while (!c.backlog.empty() && c.inflight.size() < ctx_.cfg.window &&
+         (c.inflight.empty() || c.inflight_bytes + c.backlog.front().len <= window_bytes_)) {
+    SeqFrame& f = c.inflight.emplace_back(std::move(c.backlog.front()));
+    c.backlog.pop_front();
+    c.inflight_bytes += f.len;
+    f.sent = Clock::now();
+    transmit(qp, f);
+    sent = true;
+    if (c.local_error) break;
+  }
+  if (c.local_error) {
+    local_protection_failure(qp);
+    return;
+  }
+  // Its retransmission timer (arming keeps the earliest deadline: usually a frame sent before).
+  if (sent) timers_.arm(qp.qpn, c.inflight.back().sent + c.rto);
+}
+
+void Rudp::local_protection_failure(Qp& qp) {
+  conn(qp).local_error = false;
+  rdmap_.terminate(qp, Error::local_catastrophic, "a posted work request names memory whose region was freed");
+}
+
+// RFC 6298: SRTT, RTTVAR and RTO from one sample.
+void Rudp::rtt_sample(Conn& c, std::chrono::microseconds sample) {
+  if (c.min_rtt.count() == 0 || sample < c.min_rtt) c.min_rtt = std::max(sample, std::chrono::microseconds(1));
+  const double r = static_cast<double>(sample.count());
+  if (c.srtt_us == 0) {
+    c.srtt_us = r;
+    c.rttvar_us = r / 2;
+  } else {
+    c.rttvar_us = 0.75 * c.rttvar_us + 0.25 * std::abs(c.srtt_us - r);
+    c.srtt_us = 0.875 * c.srtt_us + 0.125 * r;
+  }
+  const auto rto = std::chrono::microseconds(static_cast<std::int64_t>(c.srtt_us + 4 * c.rttvar_us));
+  c.rto = std::clamp(rto, ctx_.cfg.min_rto, kMaxRto);
+}
+
+void Rudp::acked_now(Conn& c) {
+  c.ack_needed = false;
+  c.ack_now = false;
+  c.rx_unacked = 0;
+  c.ack_due = {};
+}
+
+// flags: kFlagProbe (a keepalive probe) or kFlagProbeReply (the answer to one), with seq the nonce.
+void Rudp::send_ack(Qp& qp, std::uint8_t flags, std::uint32_t seq) {
+  Conn& c = conn(qp);
+  std::uint8_t buf[w::kFrameOverhead + 4 + 8 * w::kMaxSackBlocks];
+  w::write_frame_header(buf, {w::FrameType::ack, static_cast<std::uint8_t>(w::kFlagAckValid | flags), c.peer_qpn,
+                              qp.qpn, seq, ack_value(c)});
+  std::array<SackBlock, w::kMaxSackBlocks> blocks;
+  const std::size_t nb = c.ack_limit ? 0 : c.rxw.sack_blocks(blocks);
+  const std::size_t body =
+      nb ? w::encode_sack({buf + w::kFrameHeaderLen, sizeof buf - w::kFrameHeaderLen}, {blocks.data(), nb}) : 0;
+  send_raw(qp.peer, {buf, w::seal_frame(buf, w::kFrameHeaderLen + body)});
+  acked_now(c);
+}
+
+// Graceful close: the disconnect frame goes behind everything already in the stream.
+void Rudp::send_disconnect(Qp& qp) {
+  qp.state = QpState::closing;
+  const w::StreamCtrlWire sc{w::Be32(static_cast<std::uint32_t>(w::StreamCtrlOp::disconnect))};
+  enqueue_seq(qp, w::FrameType::stream_ctrl, {{reinterpret_cast<const std::uint8_t*>(&sc), sizeof sc}});
+  Conn& c = conn(qp);
+  c.disc_seq = c.snd_nxt;
+  pump_tx(qp);
+}
+
+void Rudp::timers(Clock::time_point now) {
+  if (!delayed_acks_.empty()) delayed_acks(now);
+  timers_.expire(now, [&](std::uint32_t qpn) {
+    auto it = ctx_.qps.find(qpn);
+    if (it == ctx_.qps.end()) return;
+    on_timer(*it->second, now);
+    rearm(*it->second);
+  });
+  // The lingers' resets and the sweep of decided requests have millisecond granularity.
+  if (now - last_timer_scan_ < kTimerScan) return;
+  last_timer_scan_ = now;
+  cm_timers(now);
+}
+
+// The QP's next deadline: its connection timers, keepalive, and the retransmission of the frames
+// in flight (RTO; RACK for those sent before a frame known delivered). max() when none.
+Clock::time_point Rudp::deadline(const Qp& qp) const {
+  const Conn& c = conn(qp);
+  auto t = Clock::time_point::max();
+  switch (qp.cm) {
+    case CmPhase::connecting:
+      t = std::min(c.cm_deadline, c.cm_next_tx);
+      if (!c.cm_answered) t = std::min(t, c.cm_started + ctx_.cfg.connect_no_answer);
+      break;
+    case CmPhase::accepting: t = std::min(c.cm_deadline, c.cm_next_tx); break;
+    case CmPhase::disconnecting: t = c.cm_deadline; break;
+    case CmPhase::connected:
+      if (ctx_.cfg.keepalive_idle.count() > 0)
+        t = c.ka_soon ? c.ka_next : std::max(c.last_rx + ctx_.cfg.keepalive_idle, c.ka_next);
+      break;
+    default: break;
+  }
+  if (!c.inflight.empty()) {
+    const auto reo_wnd = reorder_window(c);
+    for (const SeqFrame& f : c.inflight) {
+      if (f.sacked) continue;
+      t = std::min(t, std::max(f.sent, c.rto_probe) + c.rto);
+      if (f.sent < c.rack_sent) t = std::min(t, f.sent + c.rack_rtt + reo_wnd);
+    }
+  }
+  return t;
+}
+
+void Rudp::rearm(Qp& qp) {
+  const auto t = deadline(qp);
+  if (t != Clock::time_point::max()) timers_.arm(qp.qpn, t);
+}
+
+std::chrono::microseconds Rudp::reorder_window(const Conn& c) {
+  return std::max({kMinReorderWindow, c.reo_wnd, std::chrono::microseconds(static_cast<std::int64_t>(c.srtt_us / 4))});
+}
+
+// A QP's timers fired (some may not be due: the queue fires at the earliest deadline it was armed
+// for). Connection set-up and teardown timeouts, keepalive, retransmission.
+void Rudp::on_timer(Qp& qp, Clock::time_point now) {
+  Conn& c = conn(qp);
+  switch (qp.cm) {
+    case CmPhase::connecting:
+      if (now >= c.cm_deadline) {
+        close_qp(qp, CmEventType::unreachable, "no reply to the connection request");
+        return;
+      }
+      if (!c.cm_answered && now - c.cm_started >= ctx_.cfg.connect_no_answer) {
+        close_qp(
+            qp, CmEventType::unreachable,
+            "nothing answered the connection request in " + std::to_string(ctx_.cfg.connect_no_answer.count()) + " ms");
+        return;
+      }
+      if (now >= c.cm_next_tx) {
+        send_cm(qp, w::CmOp::connect_request, 0);
+        c.cm_next_tx = now + kCmRetry;
+      }
+      break;
+    case CmPhase::accepting:
+      if (now >= c.cm_deadline) {
+        close_qp(qp, CmEventType::broken, "the initiator never confirmed the connection");
+        return;
+      }
+      if (now >= c.cm_next_tx) {
+        send_cm(qp, w::CmOp::connect_reply, 0);
+        c.cm_next_tx = now + kCmRetry;
+      }
+      break;
+    case CmPhase::disconnecting:
+      if (now >= c.cm_deadline) {
+        close_qp(qp, CmEventType::disconnected, "disconnect not acknowledged");
+        return;
+      }
+      break;
+    case CmPhase::connected:
+      if (keepalive(qp, now)) return;
+      break;
+    default: break;
+  }
+  // Retransmit only what is neither acknowledged nor selectively acknowledged, and either
+  // (RACK) a frame sent after it was delivered more than a reordering window ago relative to
+  // its own send time, or it has been out longer than the RTO. A frame merely overtaken by
+  // later ones within the reordering window is left alone.
+  // The RTO alone resends one frame, the oldest, as a probe (RFC 8985's RTO recovery, F-RTO's
+  // caution): if the peer had everything and only the acks were late (a stalled host), its
+  // ack covers the whole window and nothing else is resent; if frames were lost, the probe's
+  // delivery marks those sent before it lost (RACK) and they go at once. The rest's timer
+  // restarts at the probe.
+  bool timed_out = false, exhausted = false, probed = false;
+  const auto reo_wnd = reorder_window(c);
+  for (SeqFrame& f : c.inflight) {
+    if (f.sacked) continue;
+    const bool rack_lost = f.sent < c.rack_sent && now - f.sent >= c.rack_rtt + reo_wnd;
+    const bool rto_expired = now - std::max(f.sent, c.rto_probe) >= c.rto;
+    if (!rack_lost && !rto_expired) continue;
+    if (rack_lost && !rto_expired) {
+      qp.ctr.rack_retransmits++;
+    } else {
+      if (!rack_lost) {
+        if (probed) continue;
+        probed = true;
+      }
+      timed_out = true;
+    }
+    if (++f.retries > ctx_.cfg.retry_limit) {
+      exhausted = true;
+      break;
+    }
+    f.retransmitted = true;
+    f.sent = now;
+    transmit(qp, f);
+    if (c.local_error) break;
+    qp.ctr.retransmits++;
+    ctx_.ctr.retransmits++;
+  }
+  if (c.local_error) {
+    local_protection_failure(qp);
+    return;
+  }
+  if (exhausted) {
+    if (qp.state == QpState::terminate) {
+      flush_qp(qp);
+      qp.state = QpState::error;
+    } else {
+      close_qp(qp, CmEventType::broken, "retry limit exceeded");
+    }
+    return;
+  }
+  if (probed) c.rto_probe = now;
+  if (timed_out) c.rto = std::min(c.rto * 2, kMaxRto);  // back off until a fresh sample
+}
+
+// Liveness: a peer silent for keepalive_idle is probed every keepalive_interval (an ACK frame
+// it answers at once); keepalive_probes unanswered break the connection. A stale ack (the peer
+// acknowledging less than before) brings a probe at once: its answer tells reordering from a
+// forged acknowledgement. True when the connection broke.
+bool Rudp::keepalive(Qp& qp, Clock::time_point now) {
+  Conn& c = conn(qp);
+  if (ctx_.cfg.keepalive_idle.count() == 0) return false;
+  if (!c.ka_soon && now - c.last_rx < ctx_.cfg.keepalive_idle) return false;
+  if (now < c.ka_next) return false;
+  if (c.ka_sent >= ctx_.cfg.keepalive_probes) {
+    ctx_.ctr.dead_peers++;
+    start_linger(qp);
+    close_qp(qp, CmEventType::broken,
+             "the peer answered none of " + std::to_string(ctx_.cfg.keepalive_probes) + " keepalive probes");
+    return true;
+  }
+  c.ka_soon = false;
+  do {
+    c.ka_nonce = random32();
+  } while (c.ka_nonce == 0);
+  c.ka_una = c.snd_una;
+  send_ack(qp, w::kFlagProbe, c.ka_nonce);
+  c.ka_sent++;
+  ctx_.ctr.keepalive_probes++;
+  c.ka_next = now + ctx_.cfg.keepalive_interval;
+  return false;
+}
+
+// Whether `ack` acknowledges something we sent: not beyond snd_nxt, and not further below
+// snd_una than reordering can explain.
+bool Rudp::ack_acceptable(const Conn& c, std::uint32_t ack) {
+  return seq_le(ack, c.snd_nxt) && seq_le(c.snd_una - kMaxAckLag, ack);
+}
+
+// A challenge ACK (RFC 5961): our cumulative point and SACK, at most one per kChallengeGap.
+void Rudp::challenge(Qp& qp) {
+  Conn& c = conn(qp);
+  const auto now = ctx_.rx_now;
+  if (now - c.last_challenge < kChallengeGap) return;
+  c.last_challenge = now;
+  send_ack(qp);
+}
+
+// The peer showed it is there (a frame that passed the checks).
+void Rudp::alive(Conn& c) {
+  c.last_rx = ctx_.rx_now;
+  c.ka_sent = 0;
+}
+
+void Rudp::mark_ack(Qp& qp) {
+  Conn& c = conn(qp);
+  c.rx_unacked++;
+  if (!c.ack_needed) {
+    c.ack_needed = true;
+    ack_list_.push_back(&qp);
+  }
+}
+
+// Acks: at once for every second frame, for anything out of order and for duplicates; a lone
+// in-order frame's ack waits up to kAckDelay, so that a reply the consumer posts meanwhile
+// carries it (a ping-pong then sends no pure acks at all).
+void Rudp::flush_acks() {
+  if (ack_list_.empty()) return;
+  const auto now = ctx_.rx_now;  // frames were received in this round (they alone mark acks)
+  for (Qp* qp : ack_list_) {
+    Conn& c = conn(*qp);
+    if (!c.ack_needed) continue;
+    if (c.ack_now || c.rx_unacked >= 2 || c.rxw.has_gap() || qp->state != QpState::rts) {
+      send_ack(*qp);
+    } else if (c.ack_due == Clock::time_point{}) {
+      c.ack_due = now + kAckDelay;
+      delayed_acks_.push_back(qp);
+    }
+  }
+  ack_list_.clear();
+}
+
+void Rudp::delayed_acks(Clock::time_point now) {
+  std::erase_if(delayed_acks_, [&](Qp* qp) {
+    Conn& c = conn(*qp);
+    if (!c.ack_needed) return true;  // data carried it
+    if (now < c.ack_due) return false;
+    send_ack(*qp);
+    return true;
+  });
+}
+
+// False when the ack cannot be the peer's (it acknowledges what was never sent, or its SACK
+// blocks name frames outside what is in flight): ignored and counted. A stale one (below what
+// was acknowledged before) may be reordering, or the sign that an acknowledgement was forged:
+// the peer is probed, and its answer tells (handle_datagram).
+bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack) {
+  Conn& c = conn(qp);
+  if (seq_lt(c.snd_nxt, ack)) {
+    ctx_.ctr.rx_bad_acks++;
+    return false;
+  }
+  for (const SackBlock& b : sack) {
+    if (!seq_lt(ack, b.start) || seq_lt(c.snd_nxt, b.end)) {
+      ctx_.ctr.rx_bad_acks++;
+      return false;
+    }
+  }
+  if (seq_lt(ack, c.snd_una)) {
+    if (!seq_le(c.snd_una - kMaxAckLag, ack)) {
+      ctx_.ctr.rx_bad_acks++;
+      return false;
+    }
+    if (qp.cm == CmPhase::connected && ctx_.cfg.keepalive_idle.count() > 0) {
+      c.ka_soon = true;
+      timers_.arm(qp.qpn, c.ka_next);
+    }
+    return true;
+  }
+  // The time of this receive round (read when the netdev returned its frames): round trips are
+  // sampled for timers of millisecond granularity, and a clock read per frame costs.
+  const auto now = ctx_.rx_now;
+  // One RTT sample per acknowledgement: the slowest frame it newly covers that was sent once
+  // (Karn). Taking the slowest, not the newest, lets a frame held back by reordering raise
+  // RTTVAR, so reordering alone does not make the RTO fire.
+  std::chrono::microseconds slowest{-1};
+  // RACK from a resent frame only when this ack covers no frame sent once: an ack that also
+  // covers originals may well be for the resent frame's original too (acks held up past the
+  // RTO), and taking the resend's time would mark everything sent before it lost.
+  bool covers_original = false;
+  Clock::time_point resent_sent{};
+  std::chrono::microseconds resent_rtt{0};
+  for (SeqFrame& f : c.inflight) {
+    bool covered = seq_lt(f.seq, ack);
+    for (const SackBlock& b : sack)
+      if (!seq_lt(f.seq, b.start) && seq_lt(f.seq, b.end)) covered = true;
+    if (covered && !f.sacked) {
+      // (a frame another thread sent after `now` was read, acknowledged within the round: 0)
+      const auto rtt = std::chrono::duration_cast<std::chrono::microseconds>(std::max(now - f.sent, Clock::duration{}));
+      if (!f.retransmitted) slowest = std::max(slowest, rtt);
+      // Eifel-style check: acknowledged sooner after its retransmission than any round trip
+      // takes, so the original arrived and the retransmission was spurious: widen the
+      // reordering window (RFC 8985 adapts it likewise).
+      if (f.retransmitted && c.min_rtt.count() > 0 && rtt * 4 < c.min_rtt * 3) {
+        qp.ctr.spurious_retransmits++;
+        c.reo_wnd = std::min(std::max(c.reo_wnd * 2, kMinReorderWindow * 2), kMaxReorderWindow);
+      }
+      // RACK: the latest send time known delivered, and that frame's round trip.
+      if (!f.retransmitted) {
+        covers_original = true;
+        if (f.sent > c.rack_sent) {
+          c.rack_sent = f.sent;
+          c.rack_rtt = rtt;
+        }
+      } else if (f.sent > resent_sent && rtt >= c.min_rtt) {
+        resent_sent = f.sent;
+        resent_rtt = rtt;
+      }
+      f.sacked = true;
+    }
+  }
+  if (!covers_original && resent_sent > c.rack_sent) {
+    c.rack_sent = resent_sent;
+    c.rack_rtt = resent_rtt;
+  }
+  if (slowest.count() >= 0) rtt_sample(c, slowest);
+  // Selective acks tell of holes: RACK may now count frames before them lost, sooner than the RTO.
+  if (!sack.empty()) rearm(qp);
+  if (!seq_lt(c.snd_una, ack)) return true;  // no new cumulative progress
+  while (!c.inflight.empty() && seq_lt(c.inflight.front().seq, ack)) {
+    c.inflight_bytes -= c.inflight.front().len;
+    c.inflight.pop_front();
+  }
+  c.snd_una_pos += ack - c.snd_una;
+  c.snd_una = ack;
+  rdmap_.acked(qp);
+  if (qp.cm == CmPhase::disconnecting && qp.state == QpState::closing && seq_le(c.disc_seq, ack)) {
+    close_qp(qp, CmEventType::disconnected, "");
+    return true;
+  }
+  if (qp.state == QpState::terminate && c.inflight.empty() && c.backlog.empty()) {
+    qp.state = QpState::error;
+    return true;
+  }
+  pump_tx(qp);
+  return true;
+}
+
+}  // namespace softrnic::rudp
