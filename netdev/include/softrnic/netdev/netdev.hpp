@@ -1,6 +1,7 @@
-// netdev: moves datagrams, nothing else. One small interface with burst send and receive;
-// backends are chosen at run time from a configuration (make_netdev). A netdev is Waitable: the
-// engine blocks in its wait.
+// netdev: moves datagrams or byte streams, nothing else. Two small interfaces: Netdev (datagrams,
+// burst send and receive; backends chosen at run time from a configuration, make_netdev) and
+// StreamNetdev (TCP connections: listen, connect, non-blocking read and write; make_tcp_netdev).
+// Both are Waitable: the engine blocks in one wait for whichever it drives.
 #pragma once
 
 #include <atomic>
@@ -152,6 +153,63 @@ class Netdev : public Waitable {
     (void)up;
   }
 };
+
+// ---- Byte streams (TCP) ----
+
+// A TCP connection of a StreamNetdev; never 0, not reused while the netdev lives.
+using StreamId = std::uint32_t;
+
+enum class StreamEventKind : std::uint8_t {
+  accepted,        // a connection came in on a listening port (id is new)
+  connected,       // a connect() completed
+  connect_failed,  // a connect() failed (error: errno, e.g. ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH)
+  readable,        // bytes (or the end of the stream) wait to be read
+  writable,        // the socket takes bytes again (after want_writable)
+  closed,          // the connection ended (error: 0 for the peer's orderly close, else errno); id is gone
+};
+
+struct StreamEvent {
+  StreamEventKind kind = StreamEventKind::readable;
+  StreamId id = 0;
+  NetAddr peer{};                // accepted, connected: the remote address
+  std::uint16_t local_port = 0;  // accepted: the listening port it came in on
+  int error = 0;
+};
+
+class StreamNetdev : public Waitable {
+ public:
+  // The local IPv4 address (host order) connections are made from and listened on.
+  virtual std::uint32_t local_ip() const = 0;
+  // Listens on TCP `port` of local_ip() (0: a free port); returns the port bound, 0 with `error`.
+  virtual std::uint16_t listen(std::uint16_t port, std::string& error) = 0;
+  virtual void stop_listen(std::uint16_t port) = 0;
+  // Starts a non-blocking connect (TCP_NODELAY set); the outcome comes as a connected or
+  // connect_failed event. 0 with `error` when it cannot even start.
+  virtual StreamId connect(NetAddr to, std::string& error) = 0;
+  // Writes what the socket takes now of `pieces`, in order (one gathered send); returns the bytes
+  // taken (possibly fewer than offered, possibly 0), or -1 when the connection is broken (a
+  // closed event follows). Never blocks.
+  virtual std::ptrdiff_t write(StreamId id, std::span<const std::span<const std::uint8_t>> pieces) = 0;
+  // Reads what is there, up to buf.size(); 0 when nothing is there now; -1 when the stream ended
+  // or broke (a closed event follows). Never blocks.
+  virtual std::ptrdiff_t read(StreamId id, std::span<std::uint8_t> buf) = 0;
+  // Asks for one writable event when the socket takes bytes again (after a short write).
+  virtual void want_writable(StreamId id) = 0;
+  // Closes the connection: orderly (FIN after what was written) or abortive (RST). No event follows.
+  virtual void close(StreamId id, bool abort) = 0;
+  // The events since the last call, up to out.size(); never blocks. A connection with bytes
+  // waiting is reported readable at each call until they are read (level-triggered).
+  virtual std::size_t events(std::span<StreamEvent> out) = 0;
+  // The connection's TCP maximum segment size (TCP_MAXSEG), for one FPDU per segment.
+  virtual std::size_t mss(StreamId id) const = 0;
+  virtual NetdevStats stats() const = 0;
+};
+
+// Kernel TCP sockets on cfg.ip (Boost.Asio sockets, non-blocking; epoll and an eventfd for the
+// wait). cfg.pcap: every connection's bytes are written there as TCP segments of a synthesized
+// flow (handshake included), so Wireshark's iWARP dissectors decode them. nullptr with `error`.
+struct NetdevConfig;
+std::unique_ptr<StreamNetdev> make_tcp_netdev(const NetdevConfig& cfg, std::string& error);
 
 // What the dpdk backend needs (netdev=dpdk). Grammar of the config keys: see parse_netdev_item.
 struct DpdkConfig {
