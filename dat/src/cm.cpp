@@ -80,8 +80,14 @@ DAT_RETURN psp_create_any(DAT_IA_HANDLE h, DAT_CONN_QUAL* qual, DAT_EVD_HANDLE e
                           DAT_PSP_HANDLE* out) {
   if (!is_live(h, Kind::ia)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
   if (!qual) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-  constexpr DAT_CONN_QUAL kFirst = 0x10000, kCount = 0x10000;
-  for (DAT_CONN_QUAL q = kFirst; q < kFirst + kCount; ++q) {
+  // Over MPA/TCP a conn_qual is the TCP port a PSP listens on: the dynamic range (RFC 6335).
+  DAT_CONN_QUAL first = 0x10000, count = 0x10000;
+  {
+    std::lock_guard lk(api_mutex());
+    Ia* ia = get<Ia>(h, Kind::ia);
+    if (ia && ia->dev->wire() == Wire::tcp) first = 0xC000, count = 0x4000;
+  }
+  for (DAT_CONN_QUAL q = first; q < first + count; ++q) {
     const DAT_RETURN r = psp_create(h, q, evd, flags, out);
     if (DAT_GET_TYPE(r) == DAT_CONN_QUAL_IN_USE) continue;
     if (r == DAT_SUCCESS) *qual = q;

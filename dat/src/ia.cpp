@@ -110,8 +110,12 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     a->zb_supported = DAT_FALSE;
     a->extension_supported = DAT_EXTENSION_NONE;
     a->extension_version = 0;
-    a->num_transport_attr = 0;
-    a->transport_attr = nullptr;
+    // The wire, named (OFA dapl names its transport in the provider name only).
+    static DAT_NAMED_ATTR udp_attr{const_cast<char*>("transport"),
+                                   const_cast<char*>("iWARP over UDP (softrnic framing)")};
+    static DAT_NAMED_ATTR tcp_attr{const_cast<char*>("transport"), const_cast<char*>("iWARP over MPA/TCP (RFC 5044)")};
+    a->num_transport_attr = 1;
+    a->transport_attr = ia->dev->wire() == Wire::tcp ? &tcp_attr : &udp_attr;
     a->num_vendor_attr = 0;
     a->vendor_attr = nullptr;
   }

@@ -100,6 +100,17 @@ bool parse_ia_params_raw(std::string_view params, DeviceConfig& cfg, std::string
       std::uint32_t ms;
       ok = parse_uint<std::uint32_t>(val, 100, 3600000, ms);
       if (ok) cfg.connect_no_answer = std::chrono::milliseconds(ms);
+    } else if (key == "wire") {
+      ok = val == "udp" || val == "tcp";
+      if (ok) cfg.wire = val == "udp" ? Wire::udp : Wire::tcp;
+    } else if (key == "mpa_rev") {
+      ok = parse_uint<std::uint8_t>(val, 1, 2, cfg.mpa.revision);
+    } else if (key == "mpa_crc") {
+      ok = parse_bool(val, cfg.mpa.crc);
+    } else if (key == "mpa_markers") {
+      ok = parse_bool(val, cfg.mpa.markers);
+    } else if (key == "mpa_p2p") {
+      ok = parse_bool(val, cfg.mpa.peer_to_peer);
     } else if (key == "srq_alloc") {
       ok = val == "arrival" || val == "gap_fill";
       if (ok) cfg.alloc_policy = val == "arrival" ? AllocPolicy::arrival : AllocPolicy::gap_fill;

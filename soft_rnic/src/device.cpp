@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "engine.hpp"
+#include "mpa.hpp"
 #include "objects.hpp"
 #include "queues.hpp"
 #include "rudp.hpp"
@@ -68,7 +69,16 @@ class DeviceImpl final : public Device {
  public:
   DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd) : ctx_(cfg, Limits{}), dnd_(std::move(nd)) {
     if (sodium_init() < 0) std::abort();  // no randomness source: nothing here can be made safe
+    ctx_.cfg.wire = Wire::udp;
     start(std::make_unique<rudp::Rudp>(ctx_, *dnd_), *dnd_);
+  }
+
+  DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::StreamNetdev> nd)
+      : ctx_(cfg, Limits{}), snd_(std::move(nd)) {
+    if (sodium_init() < 0) std::abort();
+    ctx_.cfg.wire = Wire::tcp;
+    const mpa::Settings s{cfg.mpa.revision, cfg.mpa.crc, cfg.mpa.markers, cfg.mpa.peer_to_peer};
+    start(std::make_unique<mpa::Mpa>(ctx_, *snd_, s), *snd_);
   }
 
   ~DeviceImpl() override {
@@ -97,12 +107,13 @@ class DeviceImpl final : public Device {
     for (Pd* pd : pd_set_) delete pd;
   }
 
-  NetAddr address() const override { return dnd_->local_addr(); }
+  NetAddr address() const override { return dnd_ ? dnd_->local_addr() : NetAddr{snd_->local_ip(), 0}; }
+  Wire wire() const override { return ctx_.cfg.wire; }
   const Limits& limits() const override { return ctx_.limits; }
   DeviceCounters counters() const override {
     std::lock_guard lk(mu_);
     DeviceCounters c = ctx_.ctr;
-    const auto s = dnd_->stats();
+    const auto s = dnd_ ? dnd_->stats() : snd_->stats();
     c.tx_frames = s.tx_frames;
     c.rx_frames = s.rx_frames;
     return c;
@@ -494,7 +505,8 @@ class DeviceImpl final : public Device {
 
   Ctx ctx_;
   mutable std::mutex mu_;
-  std::unique_ptr<netdev::Netdev> dnd_;  // the datagram netdev
+  std::unique_ptr<netdev::Netdev> dnd_;        // the datagram netdev (wire udp), or
+  std::unique_ptr<netdev::StreamNetdev> snd_;  // the stream netdev (wire tcp)
   std::unique_ptr<Transport> transport_;
   engine::Pollable* pollable_ = nullptr;  // the transport, as the engine drives it
   netdev::Waitable* waitable_ = nullptr;
@@ -508,12 +520,29 @@ class DeviceImpl final : public Device {
 }  // namespace
 
 std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string& error) {
+  if (cfg.wire == Wire::tcp) {
+    if (cfg.netdev.kind != "udp") {
+      error = "wire=tcp runs over the kernel's TCP: netdev=" + cfg.netdev.kind + " cannot carry it";
+      return nullptr;
+    }
+    if (cfg.netdev.impair.active()) {
+      error = "an impairment plan has no meaning on wire=tcp (TCP repairs loss and reordering itself)";
+      return nullptr;
+    }
+    auto snd = netdev::make_tcp_netdev(cfg.netdev, error);
+    if (!snd) return nullptr;
+    return std::make_unique<DeviceImpl>(cfg, std::move(snd));
+  }
   auto nd = netdev::make_netdev(cfg.netdev, error);
   if (!nd) return nullptr;
   return std::make_unique<DeviceImpl>(cfg, std::move(nd));
 }
 
 std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd) {
+  return std::make_unique<DeviceImpl>(cfg, std::move(nd));
+}
+
+std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::unique_ptr<netdev::StreamNetdev> nd) {
   return std::make_unique<DeviceImpl>(cfg, std::move(nd));
 }
 

@@ -242,3 +242,26 @@ TEST(IaParams, KeepaliveKeys) {
   EXPECT_EQ(c.keepalive_idle.count(), 0) << "0 turns it off";
   EXPECT_FALSE(dat::parse_ia_params("keepalive_probes=0", c, e));
 }
+
+TEST(IaParams, WireTcpAndMpaKeys) {
+  DeviceConfig c;
+  std::string e;
+  ASSERT_TRUE(dat::parse_ia_params("", c, e)) << e;
+  EXPECT_EQ(c.wire, Wire::udp);
+  EXPECT_EQ(c.mpa, MpaConfig{});
+  ASSERT_TRUE(dat::parse_ia_params("wire=tcp ip=10.0.0.5 mpa_rev=1 mpa_crc=0 mpa_markers=1 mpa_p2p=no", c, e)) << e;
+  EXPECT_EQ(c.wire, Wire::tcp);
+  EXPECT_EQ(c.mpa, (MpaConfig{1, false, true, false}));
+  for (const char* bad : {"wire=rdma", "mpa_rev=3", "mpa_rev=0", "mpa_crc=maybe", "wire=tcp wire=udp"}) {
+    DeviceConfig d;
+    EXPECT_FALSE(dat::parse_ia_params(bad, d, e)) << bad;
+    EXPECT_FALSE(e.empty()) << bad;
+  }
+  // An impairment plan or a datagram-only netdev on the TCP wire: a clear error at open.
+  for (const char* p : {"wire=tcp impair=drop=0.1", "wire=tcp netdev=loopback"}) {
+    DeviceConfig d;
+    ASSERT_TRUE(dat::parse_ia_params(p, d, e)) << p << ": " << e;
+    EXPECT_FALSE(Device::open(d, e)) << p;
+    EXPECT_NE(e.find("wire=tcp"), std::string::npos) << e;
+  }
+}

@@ -69,8 +69,24 @@ enum class AllocPolicy : std::uint8_t {
   gap_fill,  // the gap below it is allocated too (allocated 5, span 5)
 };
 
+// The wire iWARP runs over: the project's reliable datagram framing over UDP (the default; the
+// wire where out-of-order arrival is real), or the standard MPA over TCP (RFC 5044/6581), which
+// Linux siw and iWARP NICs speak.
+enum class Wire : std::uint8_t { udp, tcp };
+
+// What the MPA side asks for in its request or reply (wire tcp).
+struct MpaConfig {
+  std::uint8_t revision = 2;  // 1 or 2 (RFC 6581: IRD/ORD, peer-to-peer RTR)
+  bool crc = true;            // ask for CRC32c (used when either side asks)
+  bool markers = false;       // ask the peer to insert markers (RFC 5044 section 4.3)
+  bool peer_to_peer = true;   // as initiator, offer the peer-to-peer RTR (a zero-length Write)
+  friend bool operator==(const MpaConfig&, const MpaConfig&) = default;
+};
+
 struct DeviceConfig {
   netdev::NetdevConfig netdev;
+  Wire wire = Wire::udp;
+  MpaConfig mpa;                                     // wire tcp
   std::chrono::milliseconds connect_timeout{20000};  // default when the caller gives none
   std::chrono::microseconds initial_rto{20000};      // retransmission timeout before an RTT sample
   std::chrono::microseconds min_rto{5000};           // RTO floor (RFC 6298 estimator above it)
@@ -248,9 +264,13 @@ class Device {
   static std::unique_ptr<Device> open(const DeviceConfig& cfg, std::string& error);
   // The same over a netdev the caller made (cfg.netdev is then not used).
   static std::unique_ptr<Device> open(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd);
+  // iWARP over MPA/TCP on a stream netdev (cfg.wire is taken as tcp).
+  static std::unique_ptr<Device> open(const DeviceConfig& cfg, std::unique_ptr<netdev::StreamNetdev> nd);
   virtual ~Device() = default;
 
   virtual NetAddr address() const = 0;
+  // The wire its QPs speak (DeviceConfig::wire).
+  virtual Wire wire() const = 0;
   virtual const Limits& limits() const = 0;
   virtual DeviceCounters counters() const = 0;
 

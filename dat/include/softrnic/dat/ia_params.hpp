@@ -1,7 +1,13 @@
 // The IA's configuration: the `ia_params` string of its dat.conf line.
 //
 // Grammar: whitespace- or comma-separated `key=value` items.
-//   netdev=udp|loopback|dpdk  the datagram backend (default udp)
+//   wire=udp|tcp          iWARP over the project's UDP framing (default), or over MPA/TCP
+//                         (RFC 5044/6581: Linux siw, iWARP NICs; kernel TCP on ip=, the
+//                         listening TCP port of a PSP is its conn_qual; port= is not used)
+//   mpa_rev=1|2  mpa_crc=0|1  mpa_markers=0|1  mpa_p2p=0|1   what the MPA exchange asks for
+//                         (defaults 2, 1, 0, 1): revision, CRC32c, markers toward us, and as
+//                         initiator the peer-to-peer RTR (a zero-length Write)
+//   netdev=udp|loopback|dpdk  the datagram backend (default udp; wire=tcp takes the kernel's)
 //   ip=A.B.C.D            address to bind (default 127.0.0.1)
 //   port=N                first UDP port to try (default 5041; the next free one is taken)
 //   port_fixed=0|1        fail instead of taking the next free port (default 0)

@@ -1,0 +1,371 @@
+// Two soft RNICs in one process speaking iWARP over MPA/TCP (kernel TCP on 127.0.0.1): the MPA
+// exchange in its variants (revision 1 and 2, CRC on and off, markers, peer-to-peer RTR), private
+// data both ways, reject with private data, Send/Write/Read with messages larger than a socket
+// buffer, ordering, graceful and abortive close, and a hostile byte stream.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "harness.hpp"
+#include "softrnic/rnic.hpp"
+
+using namespace softrnic;
+using namespace std::chrono_literals;
+using softrnic::testing::poll_one;
+using softrnic::testing::Sink;
+
+namespace {
+
+constexpr std::size_t kBuf = 4 << 20;
+
+struct Side {
+  Sink sink;
+  std::unique_ptr<Device> dev;
+  Pd* pd = nullptr;
+  Cq* scq = nullptr;
+  Cq* rcq = nullptr;
+  Qp* qp = nullptr;
+  std::vector<std::uint8_t> buf;
+  Mr* mr = nullptr;
+
+  ~Side() { dev.reset(); }
+
+  void open(const MpaConfig& mpa, std::uint32_t ord = 4, std::uint32_t ird = 4) {
+    DeviceConfig c;
+    c.wire = Wire::tcp;
+    c.mpa = mpa;
+    c.netdev.ip = "127.0.0.1";
+    std::string e;
+    dev = Device::open(c, e);
+    ASSERT_TRUE(dev) << e;
+    ASSERT_EQ(dev->wire(), Wire::tcp);
+    pd = dev->alloc_pd();
+    scq = dev->create_cq(4096, nullptr);
+    rcq = dev->create_cq(4096, nullptr);
+    QpInit init;
+    init.pd = pd;
+    init.send_cq = scq;
+    init.recv_cq = rcq;
+    init.max_sge = 4;
+    init.ord = ord;
+    init.ird = ird;
+    init.on_event = [this](Qp*, const CmEvent& ev) { sink.on_event(ev); };
+    ASSERT_EQ(dev->create_qp(init, qp), Status::ok);
+    buf.assign(kBuf, 0);
+    ASSERT_EQ(
+        dev->reg_mr(pd, buf.data(), buf.size(), Access::local_write | Access::remote_write | Access::remote_read, mr),
+        Status::ok);
+  }
+  Sge sge(std::size_t off, std::uint32_t len) const {
+    return Sge{stag(), reinterpret_cast<std::uintptr_t>(buf.data()) + off, len};
+  }
+  std::uint32_t stag() const { return dev->query_mr(mr).stag; }
+  std::uint64_t addr(std::size_t off = 0) const { return reinterpret_cast<std::uintptr_t>(buf.data()) + off; }
+  void post_recv(std::uint64_t id, std::size_t off, std::uint32_t len) {
+    const Sge s = sge(off, len);
+    ASSERT_EQ(dev->post_recv(qp, RecvWr{id, {&s, 1}}), Status::ok);
+  }
+  void send(std::uint64_t id, std::size_t off, std::uint32_t len, SendOpcode op = SendOpcode::send,
+            std::uint32_t rkey = 0, std::uint64_t raddr = 0) {
+    const Sge s = sge(off, len);
+    SendWr wr;
+    wr.wr_id = id;
+    wr.opcode = op;
+    wr.sgl = {&s, 1};
+    wr.rkey = rkey;
+    wr.remote_addr = raddr;
+    ASSERT_EQ(dev->post_send(qp, wr), Status::ok);
+  }
+  void fill(std::size_t off, std::size_t len, std::uint32_t seed) {
+    std::mt19937 g(seed);
+    for (std::size_t i = 0; i < len; ++i) buf[off + i] = static_cast<std::uint8_t>(g());
+  }
+};
+
+// A TCP port (the conn_qual) b can listen on: tests run in parallel processes.
+std::uint16_t listen_somewhere(Side& b, std::function<void(ConnRequest*, const ConnRequestInfo&)> cb) {
+  std::mt19937 g(static_cast<unsigned>(::getpid()) * 7919u + static_cast<unsigned>(std::random_device{}()));
+  for (int i = 0; i < 200; ++i) {
+    const auto port = static_cast<std::uint16_t>(20000 + g() % 20000);
+    if (b.dev->listen(port, cb) == Status::ok) return port;
+  }
+  return 0;
+}
+
+struct MpaPair : ::testing::TestWithParam<MpaConfig> {
+  Side a, b;  // a connects to b
+  std::uint16_t qual = 0;
+
+  void SetUp() override {
+    a.open(GetParam());
+    b.open(GetParam());
+  }
+
+  void listen() {
+    qual = listen_somewhere(b, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); });
+    ASSERT_NE(qual, 0);
+  }
+
+  void connect(const std::vector<std::uint8_t>& req_pd = {}, const std::vector<std::uint8_t>& rep_pd = {}) {
+    listen();
+    ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), qual, req_pd, 5000ms), Status::ok);
+    ConnRequest* r = nullptr;
+    ConnRequestInfo info;
+    ASSERT_TRUE(b.sink.wait_request(r, info));
+    EXPECT_EQ(info.conn_qual, qual);
+    EXPECT_EQ(info.private_data, req_pd);
+    EXPECT_EQ(info.remote.ip, a.dev->address().ip);
+    ASSERT_EQ(b.dev->accept(r, b.qp, rep_pd), Status::ok);
+    CmEvent ea, eb;
+    ASSERT_TRUE(a.sink.wait_event(ea));
+    EXPECT_EQ(ea.type, CmEventType::established) << ea.reason;
+    EXPECT_EQ(ea.private_data, rep_pd);
+    ASSERT_TRUE(b.sink.wait_event(eb));
+    EXPECT_EQ(eb.type, CmEventType::established) << eb.reason;
+  }
+};
+
+TEST_P(MpaPair, PrivateDataBothWaysAndSendBothWays) {
+  std::vector<std::uint8_t> req(200), rep(256);
+  std::iota(req.begin(), req.end(), std::uint8_t{1});
+  std::iota(rep.begin(), rep.end(), std::uint8_t{7});
+  a.post_recv(1, 0, 4096);
+  b.post_recv(2, 0, 4096);
+  connect(req, rep);
+  a.fill(8192, 1000, 1);
+  b.fill(8192, 3000, 2);
+  // The responder sends first: its FPDU must wait for the initiator's first (RTR or data).
+  b.send(20, 8192, 3000);
+  a.send(10, 8192, 1000);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(wc.byte_len, 1000u);
+  EXPECT_EQ(std::memcmp(b.buf.data(), a.buf.data() + 8192, 1000), 0);
+  ASSERT_TRUE(poll_one(*a.dev, a.rcq, wc));
+  EXPECT_EQ(wc.byte_len, 3000u);
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data() + 8192, 3000), 0);
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.wr_id, 10u);
+  ASSERT_TRUE(poll_one(*b.dev, b.scq, wc));
+  EXPECT_EQ(wc.wr_id, 20u);
+}
+
+// Messages larger than a socket buffer, many of them: short writes, FPDUs across reads, and the
+// Write before the Send placed by the time the Send completes.
+TEST_P(MpaPair, LargeWritesAndSendsInOrder) {
+  constexpr int kMsgs = 8;
+  constexpr std::uint32_t kLen = 1 << 20;
+  for (int i = 0; i < kMsgs; ++i) b.post_recv(100 + static_cast<std::uint64_t>(i), 0, 64);
+  connect();
+  for (int i = 0; i < kMsgs; ++i) {
+    const std::size_t off = static_cast<std::size_t>(i % 3) * kLen;
+    a.fill(off, kLen, static_cast<std::uint32_t>(i) + 10);
+    a.send(static_cast<std::uint64_t>(2 * i), off, kLen, SendOpcode::rdma_write, b.stag(), b.addr(kLen * 3));
+    a.buf[kBuf - 64] = static_cast<std::uint8_t>(i);
+    a.send(static_cast<std::uint64_t>(2 * i + 1), kBuf - 64, 1);
+    Wc wc;
+    ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc, 10000ms)) << i;
+    ASSERT_EQ(wc.status, WcStatus::success);
+    EXPECT_EQ(b.buf[0], static_cast<std::uint8_t>(i));
+    // The Write ahead of the Send is all there.
+    ASSERT_EQ(std::memcmp(b.buf.data() + kLen * 3, a.buf.data() + off, kLen), 0) << i;
+    for (int k = 0; k < 2; ++k) {
+      ASSERT_TRUE(poll_one(*a.dev, a.scq, wc, 10000ms));
+      EXPECT_EQ(wc.wr_id, static_cast<std::uint64_t>(2 * i + k));
+      EXPECT_EQ(wc.status, WcStatus::success);
+    }
+  }
+  const QpCounters ca = a.dev->qp_counters(a.qp);
+  EXPECT_GT(ca.tx_frames, static_cast<std::uint64_t>(kMsgs) * kLen / 65536);  // FPDUs of at most an MSS
+}
+
+TEST_P(MpaPair, RdmaReadBothWays) {
+  connect();
+  b.fill(1000, 300000, 5);
+  a.fill(2000, 777, 6);
+  a.send(1, 500000, 300000, SendOpcode::rdma_read, b.stag(), b.addr(1000));
+  b.send(2, 400000, 777, SendOpcode::rdma_read, a.stag(), a.addr(2000));
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc, 10000ms));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(wc.opcode, WcOpcode::rdma_read);
+  EXPECT_EQ(std::memcmp(a.buf.data() + 500000, b.buf.data() + 1000, 300000), 0);
+  ASSERT_TRUE(poll_one(*b.dev, b.scq, wc, 10000ms));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(std::memcmp(b.buf.data() + 400000, a.buf.data() + 2000, 777), 0);
+}
+
+TEST_P(MpaPair, RejectCarriesPrivateData) {
+  listen();
+  ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), qual, std::vector<std::uint8_t>{1, 2, 3}, 5000ms), Status::ok);
+  ConnRequest* r = nullptr;
+  ConnRequestInfo info;
+  ASSERT_TRUE(b.sink.wait_request(r, info));
+  const std::vector<std::uint8_t> why{'n', 'o', 'p', 'e'};
+  ASSERT_EQ(b.dev->reject(r, why), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(a.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::rejected);
+  EXPECT_EQ(e.private_data, why);
+  EXPECT_EQ(a.dev->accept(r, b.qp, {}), Status::invalid_state);
+}
+
+TEST_P(MpaPair, GracefulDisconnectCompletesWhatWasSent) {
+  b.post_recv(1, 0, 100000);
+  b.post_recv(2, 100000, 100);  // stays posted: flushed at the close
+  connect();
+  a.fill(0, 100000, 3);
+  a.send(7, 0, 100000);
+  ASSERT_EQ(a.dev->disconnect(a.qp, true), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(a.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::disconnected) << e.reason;
+  ASSERT_TRUE(b.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::disconnected) << e.reason;
+  Wc wc;
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(std::memcmp(b.buf.data(), a.buf.data(), 100000), 0);
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  EXPECT_EQ(wc.wr_id, 2u);
+  EXPECT_EQ(wc.status, WcStatus::flushed);
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(a.dev->qp_state(a.qp), QpState::idle);
+}
+
+TEST_P(MpaPair, AbortiveDisconnectReachesThePeer) {
+  connect();
+  ASSERT_EQ(b.dev->disconnect(b.qp, false), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(b.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::disconnected);
+  ASSERT_TRUE(a.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::disconnected);
+  EXPECT_NE(a.dev->qp_state(a.qp), QpState::rts);
+}
+
+// A Send with no receive posted: the receiver terminates (RFC 5041: no buffer for the MSN) and
+// both sides hear BROKEN. (Over TCP the Send completed when the socket took it, as siw completes
+// it, so the Terminate that comes later cannot fail it: it completes once, success or flushed.)
+TEST_P(MpaPair, SendWithoutReceiveTerminates) {
+  connect();
+  a.send(9, 0, 10);
+  CmEvent e;
+  ASSERT_TRUE(b.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::broken);
+  EXPECT_NE(e.reason.find("Terminate"), std::string::npos) << e.reason;
+  ASSERT_TRUE(a.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::broken) << e.reason;
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.wr_id, 9u);
+  EXPECT_FALSE(poll_one(*a.dev, a.scq, wc, 100ms)) << "completed twice";
+  EXPECT_NE(a.dev->qp_state(a.qp), QpState::rts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, MpaPair,
+                         ::testing::Values(MpaConfig{2, true, false, true}, MpaConfig{2, false, false, true},
+                                           MpaConfig{2, true, false, false}, MpaConfig{1, true, false, false},
+                                           MpaConfig{1, false, false, false}, MpaConfig{2, true, true, true}),
+                         [](const ::testing::TestParamInfo<MpaConfig>& i) {
+                           const MpaConfig& m = i.param;
+                           return "rev" + std::to_string(m.revision) + (m.crc ? "_crc" : "_nocrc") +
+                                  (m.markers ? "_markers" : "") + (m.peer_to_peer ? "_p2p" : "");
+                         });
+
+// One side asks for CRC, the other does not: CRC is on (either side asks), data flows.
+TEST(MpaMixed, CrcOnWhenEitherAsksAndMarkersOneWay) {
+  Side a, b;
+  a.open(MpaConfig{2, false, true, true});
+  b.open(MpaConfig{2, true, false, false});
+  const std::uint16_t qual =
+      listen_somewhere(b, [&](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); });
+  ASSERT_NE(qual, 0);
+  a.post_recv(1, 0, 70000);
+  b.post_recv(2, 0, 70000);
+  ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), qual, {}, 5000ms), Status::ok);
+  ConnRequest* r = nullptr;
+  ConnRequestInfo info;
+  ASSERT_TRUE(b.sink.wait_request(r, info));
+  ASSERT_EQ(b.dev->accept(r, b.qp, {}), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(a.sink.wait_event(e));
+  ASSERT_EQ(e.type, CmEventType::established);
+  a.fill(100000, 70000, 1);
+  b.fill(100000, 70000, 2);
+  a.send(1, 100000, 70000);
+  b.send(2, 100000, 70000);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  EXPECT_EQ(std::memcmp(b.buf.data(), a.buf.data() + 100000, 70000), 0);
+  ASSERT_TRUE(poll_one(*a.dev, a.rcq, wc));
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data() + 100000, 70000), 0);
+}
+
+TEST(MpaConnect, NothingListeningIsNoListener) {
+  Side a;
+  a.open(MpaConfig{});
+  // A port just released: nothing listens there.
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  socklen_t sl = sizeof sa;
+  ASSERT_EQ(::getsockname(s, reinterpret_cast<sockaddr*>(&sa), &sl), 0);
+  const std::uint16_t port = ntohs(sa.sin_port);
+  ::close(s);
+  ASSERT_EQ(a.dev->connect(a.qp, a.dev->address(), port, {}, 5000ms), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(a.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::no_listener) << e.reason;
+}
+
+// A raw TCP client that speaks no MPA, or a broken one: the listener drops it and stays usable.
+TEST(MpaHostile, GarbageAndBadFramesAreDropped) {
+  Side b;
+  b.open(MpaConfig{});
+  const std::uint16_t qual =
+      listen_somewhere(b, [&](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); });
+  ASSERT_NE(qual, 0);
+  auto raw = [&](const std::string& bytes) {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons(qual);
+    EXPECT_EQ(::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    EXPECT_EQ(::send(s, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+    // The listener closes it: read until EOF or reset (bounded by the 5 s request timeout).
+    timeval tv{7, 0};
+    ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    const ssize_t n = ::recv(s, &c, 1, 0);
+    ::close(s);
+    return n;
+  };
+  EXPECT_LE(raw(std::string(40, 'x')), 0);                                                  // not MPA
+  EXPECT_LE(raw(std::string("MPA ID Req Frame") + std::string("\x00\x09\x00\x00", 4)), 0);  // revision 9
+  EXPECT_LE(raw(std::string("MPA ID Req Frame") + std::string("\x00\x02\x02\x01", 4)), 0);  // pd_len 513
+  EXPECT_LE(raw(std::string("MPA ID Rep Frame") + std::string("\x00\x02\x00\x00", 4)), 0);  // a reply
+  ConnRequest* r = nullptr;
+  ConnRequestInfo info;
+  EXPECT_FALSE(b.sink.wait_request(r, info, 100ms)) << "no request reached the consumer";
+  // Still listening: a real initiator gets through.
+  Side a;
+  a.open(MpaConfig{});
+  ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), qual, {}, 5000ms), Status::ok);
+  ASSERT_TRUE(b.sink.wait_request(r, info));
+}
+
+}  // namespace
