@@ -295,7 +295,8 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM
     if (in.ep_transport_specific_count != 0 || in.ep_provider_specific_count != 0)
       return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   }
-  if (want.max_rdma_read_iov > 1 || want.max_rdma_write_iov > static_cast<DAT_COUNT>(ia->dev->limits().max_sge))
+  if (want.max_rdma_read_iov > static_cast<DAT_COUNT>(ia->dev->limits().max_sge) ||
+      want.max_rdma_write_iov > static_cast<DAT_COUNT>(ia->dev->limits().max_sge))
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   DAT_EP_ATTR a;
   if (DAT_RETURN r = normalize_attr(ia->dev->limits(), &want, a); r != DAT_SUCCESS)

@@ -101,7 +101,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     a->max_srqs = static_cast<DAT_COUNT>(l.max_qp);
     a->max_ep_per_srq = static_cast<DAT_COUNT>(l.max_qp);
     a->max_recv_per_srq = static_cast<DAT_COUNT>(l.max_qp_wr);
-    a->max_iov_segments_per_rdma_read = 1;
+    a->max_iov_segments_per_rdma_read = static_cast<DAT_COUNT>(l.max_sge);  // a scatter list (internal STag)
     a->max_iov_segments_per_rdma_write = static_cast<DAT_COUNT>(l.max_sge);
     a->max_rdma_read_in = static_cast<DAT_COUNT>(l.max_rd * l.max_qp);
     a->max_rdma_read_out = static_cast<DAT_COUNT>(l.max_rd * l.max_qp);

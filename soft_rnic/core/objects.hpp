@@ -105,7 +105,9 @@ struct WaitingWr {
   SendWqe* wqe = nullptr;                    // its entry on sq
 };
 
-// An RDMA Read this QP requested: where its response goes.
+// An RDMA Read this QP requested: where its response goes. A Read Request names one sink STag;
+// a read into a scatter list names an internal STag (below kMaxInternalStag, never a region's)
+// over the list, and its response is scattered by offset from sink_to.
 struct ReadOut {
   std::uint32_t sink_stag = 0;
   std::uint64_t sink_to = 0;
@@ -115,7 +117,12 @@ struct ReadOut {
   bool pos_seen = false;
   SendWqe* wqe = nullptr;                    // its entry on sq (deque references are stable for push/pop at the ends)
   Access sink_access = Access::local_write;  // remote_write for a memory window
+  SglRef scatter;                            // the sink list, for a read into more than one SGE
 };
+
+// STags of regions and windows are index << 16 | key with index >= 1: values below this are
+// never a region's, so a read into a scatter list names one of them (the QP's next) as its sink.
+inline constexpr std::uint32_t kMaxInternalStag = 1u << 16;
 
 enum class CmPhase : std::uint8_t { none, connecting, accepting, connected, disconnecting, closed };
 
@@ -139,9 +146,10 @@ struct Qp {
   std::uint32_t ord = 0, ird = 0;  // negotiated at connect
 
   // Send queue.
-  std::deque<SendWqe> sq;         // posted, not completed, in order
-  std::deque<WaitingWr> sq_wait;  // the tail of sq that is not issued yet, in order
-  std::deque<ReadOut> reads_out;  // our RDMA Reads without their whole response yet
+  std::deque<SendWqe> sq;            // posted, not completed, in order
+  std::deque<WaitingWr> sq_wait;     // the tail of sq that is not issued yet, in order
+  std::deque<ReadOut> reads_out;     // our RDMA Reads without their whole response yet
+  std::uint32_t next_read_stag = 0;  // the last internal sink STag a scattered read named
 
   // Receive queue.
   std::uint32_t recv_msn = 1;  // MSN of rq.front()

@@ -21,6 +21,12 @@ struct Fault {
   std::string reason;
 };
 
+// Copies `payload` into the scatter list `sgl` at byte offset `off`, every region checked first
+// (in `pd`, for `need`): nothing is placed unless all of it may be. `what` names the buffer in
+// the fault's reason.
+std::optional<Fault> scatter(Ctx& ctx, const Pd* pd, std::span<const Sge> sgl, std::uint64_t off,
+                             std::span<const std::uint8_t> payload, Access need, const char* what);
+
 // ---- receive queue ----
 Status make_recv(Ctx& ctx, Pd* pd, const RecvWr& wr, RecvWqe& r);
 void srq_completed(Srq* srq);

@@ -44,6 +44,33 @@ bool check_watermarks(Qp& qp) {
   return true;
 }
 
+std::optional<Fault> scatter(Ctx& ctx, const Pd* pd, std::span<const Sge> sgl, std::uint64_t off,
+                             std::span<const std::uint8_t> payload, Access need, const char* what) {
+  for (int pass = 0; pass < 2; ++pass) {
+    std::uint64_t at = off;
+    std::size_t done = 0;
+    for (const Sge& g : sgl) {
+      if (done == payload.size()) break;
+      if (at >= g.length) {
+        at -= g.length;
+        continue;
+      }
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - at, payload.size() - done));
+      if (pass == 0 && ctx.mrs.check(g.lkey, pd, g.addr + at, n, need) != MrCheck::ok)
+        return Fault{Error::local_catastrophic, std::string(what) + "'s region was freed while posted"};
+      if (pass == 1 &&
+          !guarded_copy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(g.addr + at)), payload.data() + done, n)) {
+        ctx.ctr.memory_faults++;
+        return Fault{Error::local_catastrophic,
+                     std::string(what) + "'s registered memory is no longer mapped with write access"};
+      }
+      done += n;
+      at = 0;
+    }
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // Gives rq[idx] a buffer from the SRQ (and, under gap fill, every entry below it).
@@ -95,30 +122,10 @@ std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::ui
                                               std::to_string(r.capacity) + "-byte buffer"};
   if (r.last_seen && end > r.msg_len) return Fault{Error::bad_offset, "segment beyond the message's last segment"};
   // Scatter into the buffer's SGL, its regions checked again first (a consumer may have freed
-  // one after posting): nothing is placed unless all of it may be.
-  const Pd* pd = r.srq ? r.srq->pd : qp.init.pd;
-  for (int pass = 0; pass < 2; ++pass) {
-    std::uint64_t at = mo;
-    std::size_t done = 0;
-    for (const Sge& g : r.sgl) {
-      if (done == payload.size()) break;
-      if (at >= g.length) {
-        at -= g.length;
-        continue;
-      }
-      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - at, payload.size() - done));
-      if (pass == 0 && ctx.mrs.check(g.lkey, pd, g.addr + at, n, Access::local_write) != MrCheck::ok)
-        return Fault{Error::local_catastrophic, "a receive buffer's region was freed while posted"};
-      if (pass == 1 &&
-          !guarded_copy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(g.addr + at)), payload.data() + done, n)) {
-        ctx.ctr.memory_faults++;
-        return Fault{Error::local_catastrophic,
-                     "a receive buffer's registered memory is no longer mapped with write access"};
-      }
-      done += n;
-      at = 0;
-    }
-  }
+  // one after posting).
+  if (auto f = scatter(ctx, r.srq ? r.srq->pd : qp.init.pd, {r.sgl.data(), r.sgl.size()}, mo, payload,
+                       Access::local_write, "a receive buffer"))
+    return f;
   r.placed += payload.size();
   if (last) {
     r.last_seen = true;

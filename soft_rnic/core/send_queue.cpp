@@ -63,7 +63,11 @@ std::optional<Fault> place_read_response(Ctx& ctx, Qp& qp, std::uint32_t stag, s
     }
   }
   if (!rd) return Fault{Error::stag_not_associated, "Read Response for no outstanding RDMA Read"};
-  if (!payload.empty()) {
+  if (!payload.empty() && rd->scatter) {
+    if (auto f =
+            scatter(ctx, qp.init.pd, *rd->scatter, to - rd->sink_to, payload, Access::local_write, "an RDMA Read sink"))
+      return f;
+  } else if (!payload.empty()) {
     if (ctx.mrs.check(stag, qp.init.pd, to, payload.size(), rd->sink_access) != MrCheck::ok)
       return Fault{Error::local_catastrophic, "an RDMA Read sink region was freed while the read was outstanding"};
     if (!guarded_copy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(to)), payload.data(), payload.size())) {

@@ -15,7 +15,13 @@ void Rdmap::issue(Qp& qp, const WaitingWr& wr) {
   wqe.sgl = wr.sgl;
   const std::uint64_t total = wr.total;
   if (wr.opcode == SendOpcode::rdma_read) {
-    const Sge sink = wr.sgl->empty() ? Sge{} : (*wr.sgl)[0];
+    // One sink SGE is named as it is; a scatter list by an internal STag over it (TO from 0).
+    const bool scattered = wr.sgl->size() > 1;
+    Sge sink = wr.sgl->empty() ? Sge{} : (*wr.sgl)[0];
+    if (scattered) {
+      qp.next_read_stag = qp.next_read_stag % (kMaxInternalStag - 1) + 1;
+      sink = Sge{qp.next_read_stag, 0, static_cast<std::uint32_t>(total)};
+    }
     std::uint8_t h[sizeof(w::DdpUntaggedHdr)];
     const std::size_t hl =
         w::encode_untagged(h, w::RdmapOpcode::read_request, true, w::kQnReadRequest, s.read_msn++, 0);
@@ -24,8 +30,8 @@ void Rdmap::issue(Qp& qp, const WaitingWr& wr) {
     lower_.send_segment(
         qp, {std::span<const std::uint8_t>(h, hl), {reinterpret_cast<const std::uint8_t*>(&rr), sizeof rr}}, {}, 0, 0);
     wqe.end_pos = lower_.tx_pos(qp);
-    qp.reads_out.push_back(
-        ReadOut{sink.lkey, sink.addr, static_cast<std::uint32_t>(total), 0, 0, false, &wqe, wr.sink_access});
+    qp.reads_out.push_back(ReadOut{sink.lkey, sink.addr, static_cast<std::uint32_t>(total), 0, 0, false, &wqe,
+                                   wr.sink_access, scattered ? wr.sgl : SglRef{}});
     return;
   }
   const bool write = wr.opcode == SendOpcode::rdma_write;

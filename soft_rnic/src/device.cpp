@@ -355,11 +355,12 @@ class DeviceImpl final : public Device {
     const bool read = wr.opcode == SendOpcode::rdma_read;
     const Access sink_access = wr.sink_is_window ? Access::remote_write : Access::local_write;
     if (read) {
-      if (wr.sgl.size() > 1) return Status::invalid_param;
+      if (wr.sink_is_window && wr.sgl.size() > 1) return Status::invalid_param;
       if (qp->ord == 0) return Status::insufficient_resources;  // the peer takes no RDMA Read at all
-      if (!wr.sgl.empty() && wr.sgl[0].length &&
-          ctx_.mrs.check(wr.sgl[0].lkey, qp->init.pd, wr.sgl[0].addr, wr.sgl[0].length, sink_access) != MrCheck::ok)
-        return Status::protection_violation;
+      // The sink (one SGE, or a scatter list under an internal STag) must take local writes.
+      for (const Sge& g : wr.sgl)
+        if (g.length && ctx_.mrs.check(g.lkey, qp->init.pd, g.addr, g.length, sink_access) != MrCheck::ok)
+          return Status::protection_violation;
     } else if (wr.sink_is_window) {
       return Status::invalid_param;
     }

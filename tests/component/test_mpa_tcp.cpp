@@ -203,6 +203,31 @@ TEST_P(MpaPair, RdmaReadBothWays) {
   EXPECT_EQ(std::memcmp(b.buf.data() + 400000, a.buf.data() + 2000, 777), 0);
 }
 
+TEST_P(MpaPair, RdmaReadIntoAScatterList) {
+  connect();
+  b.fill(0, 200000, 9);
+  std::fill(a.buf.begin(), a.buf.begin() + 300000, 0xEE);
+  const Sge sinks[3] = {a.sge(10, 70000), a.sge(100000, 1), a.sge(150000, 129999)};
+  SendWr wr;
+  wr.wr_id = 42;
+  wr.opcode = SendOpcode::rdma_read;
+  wr.sgl = sinks;
+  wr.rkey = b.stag();
+  wr.remote_addr = b.addr();
+  ASSERT_EQ(a.dev->post_send(a.qp, wr), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc, 10000ms));
+  EXPECT_EQ(wc.wr_id, 42u);
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(std::memcmp(a.buf.data() + 10, b.buf.data(), 70000), 0);
+  EXPECT_EQ(a.buf[100000], b.buf[70000]);
+  EXPECT_EQ(std::memcmp(a.buf.data() + 150000, b.buf.data() + 70001, 129999), 0);
+  EXPECT_EQ(a.buf[9], 0xEE);
+  EXPECT_EQ(a.buf[70010], 0xEE);
+  EXPECT_EQ(a.buf[100001], 0xEE);
+  EXPECT_EQ(a.buf[279999], 0xEE);
+}
+
 TEST_P(MpaPair, RejectCarriesPrivateData) {
   listen();
   ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), qual, std::vector<std::uint8_t>{1, 2, 3}, 5000ms), Status::ok);

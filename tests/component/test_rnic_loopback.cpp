@@ -745,6 +745,44 @@ TEST_F(Pair, RdmaReadFetchesRemoteMemory) {
   EXPECT_EQ(0, std::memcmp(a.buf.data() + 400000, b.buf.data() + 5, 10));
 }
 
+// A read into a scatter list (three SGEs, odd sizes, across a datagram boundary): the Read
+// Request names an internal STag over the list; the response lands in the list in order, and
+// nothing outside it changes. The peer cannot write through that STag.
+TEST_F(Pair, RdmaReadIntoAScatterList) {
+  with_reads(2, 2, 2, 2);
+  Mr* rd = nullptr;
+  ASSERT_EQ(b.dev->reg_mr(b.pd, b.buf.data(), b.buf.size(), Access::remote_read, rd), Status::ok);
+  connect();
+  for (std::size_t i = 0; i < 10000; ++i) b.buf[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  std::fill(a.buf.begin(), a.buf.begin() + 20000, 0xEE);
+  const Sge sinks[3] = {a.sge(100, 1000), a.sge(5000, 3), a.sge(9000, 8997)};
+  ASSERT_EQ(a.dev->post_send(a.qp, SendWr{5, SendOpcode::rdma_read, sinks, b.dev->query_mr(rd).stag, b.addr()}),
+            Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(wc.byte_len, 10000u);
+  EXPECT_EQ(0, std::memcmp(a.buf.data() + 100, b.buf.data(), 1000));
+  EXPECT_EQ(0, std::memcmp(a.buf.data() + 5000, b.buf.data() + 1000, 3));
+  EXPECT_EQ(0, std::memcmp(a.buf.data() + 9000, b.buf.data() + 1003, 8997));
+  for (std::size_t i : {std::size_t{99}, std::size_t{1100}, std::size_t{4999}, std::size_t{5003}, std::size_t{8999},
+                        std::size_t{17997}})
+    EXPECT_EQ(a.buf[i], 0xEE) << i;
+  // A sink segment without local write access is refused at post time.
+  Mr* ro = nullptr;
+  ASSERT_EQ(a.dev->reg_mr(a.pd, a.buf.data() + 600000, 4096, Access::none, ro), Status::ok);
+  const Sge bad[2] = {a.sge(0, 10), Sge{a.dev->query_mr(ro).stag, a.addr(600000), 10}};
+  EXPECT_EQ(a.dev->post_send(a.qp, SendWr{6, SendOpcode::rdma_read, bad, b.dev->query_mr(rd).stag, b.addr()}),
+            Status::protection_violation);
+  // An RDMA Write at an internal STag value (what the Read Request named) is refused.
+  const Sge src = b.sge(0, 4);
+  ASSERT_EQ(b.dev->post_send(b.qp, SendWr{7, SendOpcode::rdma_write, {&src, 1}, 1, 0}), Status::ok);
+  CmEvent e;
+  ASSERT_TRUE(a.sink.wait_event(e));
+  EXPECT_EQ(e.type, CmEventType::broken);
+  EXPECT_NE(e.reason.find("invalid"), std::string::npos) << e.reason;
+}
+
 TEST_F(Pair, RdmaReadWithoutRemoteReadAccessTerminates) {
   with_reads(2, 2, 2, 2);
   connect();

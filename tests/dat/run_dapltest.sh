@@ -4,7 +4,8 @@
 #
 #   run_dapltest.sh DAT_CONF IA KIND -- CLIENT_ARGS...
 #
-# KIND: tp (transaction/performance: "End of Work" and no error line), fft (every case
+# KIND: tp (transaction/performance: "End of Work", no error line, no "Test Failed" on the
+# server, and for -T P the "raw:" results line), fft (every case
 # "Result: PASS", no "failed in file" line), limit (local, no server: "created"/"opened" lines and
 # no unexpected "fails:"). The server is started for tp and fft, stopped with `dapltest -T Q`.
 set -uo pipefail
@@ -46,6 +47,10 @@ case $kind in
   tp)
     grep -q "End of Work -- Client Exiting" "$dir/client.log" || ok=0
     grep -Eiq "error|failed|mismatch" "$dir/client.log" && ok=0
+    # The server's side of the test counts too ("Server: Test Failed" with a silent client was
+    # how `-T P -m b RR 65536 4` failed), and a performance test must print its results.
+    grep -q "Test Failed" "$dir/server.log" && { ok=0; echo "--- server:"; tail -n 10 "$dir/server.log"; }
+    if [[ " $* " == *" -T P "* ]]; then grep -q "^raw: " "$dir/client.log" || ok=0; fi
     ;;
   fft)
     pass=$(grep -c "Result: PASS" "$dir/client.log")

@@ -1266,7 +1266,7 @@ TEST(DatIaQuery, EveryLimitIsWhatTheProviderEnforces) {
     EXPECT_TRUE(p.completion_flags_supported & f) << "flag " << f << " is implemented";
   EXPECT_EQ(p.ep_creator, DAT_PSP_CREATES_EP_IFASKED);
   EXPECT_EQ(p.pz_support, DAT_PZ_UNIQUE);
-  EXPECT_EQ(a.max_iov_segments_per_rdma_read, 1);
+  EXPECT_EQ(a.max_iov_segments_per_rdma_read, a.max_iov_segments_per_dto) << "a read scatters into a list";
   // The EVD stream merging matrix says every stream can share one EVD: one EVD takes all six.
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 6; ++j) EXPECT_EQ(p.evd_stream_merging_supported[i][j], DAT_TRUE) << i << "," << j;
