@@ -1,0 +1,125 @@
+#!/bin/bash
+# Wire test for iWARP over MPA/TCP: capture a dtest run over the softrnic_iwarp_tcp IA (over a
+# veth pair between two network namespaces the test makes and removes) and
+# validate it with tshark's own iWARP dissectors (../shared/tools/wirecheck/validate.py --iwarp:
+# every TCP segment of the stream decodes as MPA, no malformed frame, no bad MPA CRC32c), then
+# count what it shows: the MPA request and reply (revision 2, CRC on: we ask for it) and FPDUs
+# whose CRC tshark checked and found good.
+#
+#   usage: mpa_capture_test.sh <build_dir>   (exit 77 = skipped: needs root, tshark, dumpcap, dtest, the shared tools)
+# Set SOFTRNIC_KEEP_CAPTURE=1 to keep the temporary directory.
+set -euo pipefail
+
+BUILD_DIR=${1:?usage: mpa_capture_test.sh <build_dir>}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+WIRECHECK=$REPO/../shared/tools/wirecheck
+PY=/usr/bin/python3
+PROVIDER=softrnic_iwarp_tcp
+PORT=45248            # dtest's conn_qual 0xb0c0: the TCP port over MPA
+CAPTURE_PACKETS=2000
+
+skip() { echo "SKIPPED: $*"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "needs root to capture on lo"
+command -v tshark >/dev/null || skip "tshark not installed"
+command -v dumpcap >/dev/null || skip "dumpcap not installed"
+command -v dtest >/dev/null || skip "dtest (dapl2-utils) not installed"
+[ -x "$PY" ] || skip "$PY not installed"
+[ -f "$WIRECHECK/validate.py" ] || skip "no $WIRECHECK/validate.py (../shared beside the repository)"
+
+command -v ip >/dev/null || skip "ip (iproute2) not installed"
+command -v ethtool >/dev/null || skip "ethtool not installed"
+
+# Two network namespaces joined by a veth pair with transmit checksum offload off (on lo the
+# kernel leaves TCP checksums unfinished in what a capture sees, and tshark flags them): the
+# dtest server in one (10.79.0.1), the client in the other (10.79.0.2).
+ns_s=srt_mpa_s_$$ ns_c=srt_mpa_c_$$
+ip netns add "$ns_s" 2>/dev/null || skip "cannot create network namespaces"
+ip netns add "$ns_c"
+teardown_ns() { ip netns del "$ns_s" 2>/dev/null || true; ip netns del "$ns_c" 2>/dev/null || true; }
+ip link add srt_mpa_a$$ type veth peer name srt_mpa_b$$ || { teardown_ns; skip "cannot create a veth pair"; }
+ip link set srt_mpa_a$$ netns "$ns_s"
+ip link set srt_mpa_b$$ netns "$ns_c"
+ip -n "$ns_s" addr add 10.79.0.1/24 dev srt_mpa_a$$
+ip -n "$ns_c" addr add 10.79.0.2/24 dev srt_mpa_b$$
+for n in "$ns_s" "$ns_c"; do ip -n "$n" link set lo up; done
+ip -n "$ns_s" link set srt_mpa_a$$ up
+ip -n "$ns_c" link set srt_mpa_b$$ up
+ip netns exec "$ns_s" ethtool -K srt_mpa_a$$ tx off >/dev/null
+ip netns exec "$ns_c" ethtool -K srt_mpa_b$$ tx off >/dev/null
+IN_S=(ip netns exec "$ns_s" env SOFTRNIC_NETDEV=ip=10.79.0.1)
+IN_C=(ip netns exec "$ns_c" env SOFTRNIC_NETDEV=ip=10.79.0.2)
+
+export DAT_OVERRIDE=$BUILD_DIR/dat.conf
+[ -f "$DAT_OVERRIDE" ] || { echo "FAIL: $DAT_OVERRIDE not found"; exit 1; }
+tmp=$(mktemp -d /tmp/softrnic_mpa_capture.XXXXXX)
+cap_pid="" server_pid=""
+stop_pid() {
+  local pid=$1 sig=$2 i
+  [ -n "$pid" ] || return 0
+  kill -"$sig" "$pid" 2>/dev/null || true
+  for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+  local rc=$?
+  stop_pid "$server_pid" TERM
+  stop_pid "$cap_pid" INT
+  teardown_ns
+  if [ "${SOFTRNIC_KEEP_CAPTURE:-0}" = 1 ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*"
+  for f in capture.err server.log client.log validate.log; do
+    [ -s "$tmp/$f" ] && { echo "---- $f (tail)"; tail -n 20 "$tmp/$f"; }
+  done
+  exit 1
+}
+wait_for() {
+  local file=$1 text=$2 secs=$3 pid=$4 i
+  for i in $(seq 1 $((secs * 10))); do
+    grep -qF "$text" "$file" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+cap=$tmp/cap.pcap
+ip netns exec "$ns_s" dumpcap -i srt_mpa_a$$ -f "tcp port $PORT" -c "$CAPTURE_PACKETS" -B 128 -P -w "$cap" 2>"$tmp/capture.err" &
+cap_pid=$!
+wait_for "$tmp/capture.err" "File: $cap" 10 "$cap_pid" || fail "dumpcap did not start capturing"
+
+timeout -k 5 180 "${IN_S[@]}" stdbuf -oL -eL dtest -s -P "$PROVIDER" -b 65536 -B 10 >"$tmp/server.log" 2>&1 &
+server_pid=$!
+wait_for "$tmp/server.log" "Server is waiting for client connection" 20 "$server_pid" || fail "dtest server did not get ready"
+timeout -k 5 120 "${IN_C[@]}" stdbuf -oL -eL dtest -h 10.79.0.1 -P "$PROVIDER" -b 65536 -B 10 >"$tmp/client.log" 2>&1 ||
+  fail "dtest client failed"
+for i in $(seq 1 300); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+wait "$server_pid" || fail "dtest server failed"
+server_pid=""
+grep -qF "DAPL Test Complete. PASSED" "$tmp/server.log" || fail "dtest server did not pass"
+grep -qF "DAPL Test Complete. PASSED" "$tmp/client.log" || fail "dtest client did not pass"
+echo "dtest over $PROVIDER: server and client PASSED"
+stop_pid "$cap_pid" INT
+cap_pid=""
+[ -s "$cap" ] || fail "empty capture"
+
+"$PY" "$WIRECHECK/validate.py" "$cap" --iwarp --allow-mpa-v2 >"$tmp/validate.log" 2>&1 || fail "tshark validation failed"
+tail -n 3 "$tmp/validate.log"
+
+# What tshark saw: MPA request and reply, and FPDUs with a checked, good CRC.
+# shellcheck disable=SC1091
+. "$WIRECHECK/tshark_opts.sh"
+count() { tshark -r "$cap" "${TSHARK_RDMA_OPTS[@]}" -Y "$1" 2>/dev/null | wc -l; }
+req=$(count "iwarp_mpa.req")
+rep=$(count "iwarp_mpa.rep")
+fpdus=$(count "iwarp_mpa.ulpdulength")
+crc_good=$(count "iwarp_mpa.crc_check != 0")
+echo "tshark: $req MPA request(s), $rep reply(ies), $fpdus segments with FPDUs, $crc_good with a CRC (validate.py checked every CRC)"
+[ "$req" -ge 1 ] && [ "$rep" -ge 1 ] || fail "no MPA request/reply decoded"
+[ "$fpdus" -ge 50 ] || fail "too few FPDUs decoded ($fpdus)"
+[ "$crc_good" -ge 50 ] || fail "too few FPDUs with a CRC ($crc_good): CRC was negotiated"
+echo "PASSED"
