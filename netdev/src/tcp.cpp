@@ -436,6 +436,26 @@ class TcpNetdev final : public StreamNetdev {
     return n;
   }
 
+  bool keepalive(StreamId id, std::chrono::milliseconds idle, std::chrono::milliseconds interval, int probes) override {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return false;
+    const int fd = it->second->fd();
+    const int on = idle.count() > 0 ? 1 : 0;
+    if (::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0) return false;
+    if (!on) return true;
+    // The kernel counts in whole seconds (at least 1) for keepalive, milliseconds for the
+    // user timeout that bounds data left unacknowledged.
+    const auto secs = [](std::chrono::milliseconds m) {
+      return static_cast<int>(std::max<std::int64_t>(1, (m.count() + 999) / 1000));
+    };
+    const int idle_s = secs(idle), intvl_s = secs(interval), cnt = std::max(1, probes);
+    const auto user_ms = static_cast<unsigned>(idle.count() + interval.count() * cnt);
+    return ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s) == 0 &&
+           ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl_s, sizeof intvl_s) == 0 &&
+           ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt) == 0 &&
+           ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof user_ms) == 0;
+  }
+
   std::size_t mss(StreamId id) const override {
     auto it = conns_.find(id);
     return it == conns_.end() ? kFallbackMss : mss_of(it->second->fd());

@@ -260,6 +260,9 @@ void Mpa::established(Qp& qp, std::span<const std::uint8_t> after) {
   Conn& c = conn(qp);
   c.phase = Phase::established;
   c.mss = nd_.mss(c.sid);
+  // A peer that vanishes (host down, cable out) is noticed by TCP's keepalive, with the IA's
+  // keepalive settings; the kernel ends the connection and the QP breaks (on_closed).
+  nd_.keepalive(c.sid, ctx_.cfg.keepalive_idle, ctx_.cfg.keepalive_interval, ctx_.cfg.keepalive_probes);
   w::MpaRxConfig rc;
   rc.crc = c.crc;
   rc.markers = c.rx_markers;

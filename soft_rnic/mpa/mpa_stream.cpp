@@ -2,6 +2,7 @@
 // completed when the socket has taken them; the byte stream read into the reassembler, whose
 // ULPDUs go to DDP in order.
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "mpa.hpp"
@@ -271,6 +272,11 @@ void Mpa::on_closed(Qp& qp, int error) {
   if (qp.cm == CmPhase::closed || qp.cm == CmPhase::none) return;
   if (c.phase != Phase::established) {
     close_qp(qp, CmEventType::unreachable, "the connection closed during the MPA exchange");
+    return;
+  }
+  if (error == ETIMEDOUT || error == EHOSTUNREACH || error == ENETUNREACH) {
+    ctx_.ctr.dead_peers++;  // TCP's keepalive or user timeout gave up on it
+    close_qp(qp, CmEventType::broken, std::string("the peer stopped answering: ") + std::strerror(error));
     return;
   }
   if (qp.state == QpState::rts) qp.state = QpState::closing;

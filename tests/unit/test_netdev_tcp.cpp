@@ -282,6 +282,28 @@ TEST(TcpNetdev, NoDelayOnBothEndsAndReuseAddressOnListeners) {
   for (const int fd : {cfd, sfd, lfd}) EXPECT_NE(::fcntl(fd, F_GETFL) & O_NONBLOCK, 0) << fd;
 }
 
+// Keepalive as the MPA wire asks for it: SO_KEEPALIVE with idle/interval/count in seconds
+// (rounded up), and a user timeout bounding unacknowledged data; idle 0 turns it off.
+TEST(TcpNetdev, KeepaliveSetsTheSocketOptions) {
+  auto d = make();
+  ASSERT_TRUE(d);
+  Loop loop({d.get()});
+  const Pair p = open_pair(loop, *d, 0, *d, 0);
+  ASSERT_NE(p.server, 0u);
+  const int cfd = find_socket(p.client_addr.port, p.port);
+  ASSERT_GE(cfd, 0);
+  EXPECT_EQ(int_opt(cfd, SOL_SOCKET, SO_KEEPALIVE), 0);
+  ASSERT_TRUE(d->keepalive(p.client, 5000ms, 1500ms, 5));
+  EXPECT_EQ(int_opt(cfd, SOL_SOCKET, SO_KEEPALIVE), 1);
+  EXPECT_EQ(int_opt(cfd, IPPROTO_TCP, TCP_KEEPIDLE), 5);
+  EXPECT_EQ(int_opt(cfd, IPPROTO_TCP, TCP_KEEPINTVL), 2);
+  EXPECT_EQ(int_opt(cfd, IPPROTO_TCP, TCP_KEEPCNT), 5);
+  EXPECT_EQ(int_opt(cfd, IPPROTO_TCP, TCP_USER_TIMEOUT), 5000 + 1500 * 5);
+  ASSERT_TRUE(d->keepalive(p.client, 0ms, 1000ms, 5));
+  EXPECT_EQ(int_opt(cfd, SOL_SOCKET, SO_KEEPALIVE), 0);
+  EXPECT_FALSE(d->keepalive(987654, 1000ms, 1000ms, 1)) << "unknown id";
+}
+
 TEST(TcpNetdev, BytesFlowBothWaysInOrder) {
   auto d = make();
   ASSERT_TRUE(d);

@@ -202,6 +202,16 @@ class StreamNetdev : public Waitable {
   virtual std::size_t events(std::span<StreamEvent> out) = 0;
   // The connection's TCP maximum segment size (TCP_MAXSEG), for one FPDU per segment.
   virtual std::size_t mss(StreamId id) const = 0;
+  // Liveness of a connection: after `idle` without traffic, a probe every `interval`; `probes`
+  // unanswered (or data unacknowledged for idle + interval * probes) end it with a closed event
+  // (ETIMEDOUT). idle 0 turns it off. False when the socket refused the options.
+  virtual bool keepalive(StreamId id, std::chrono::milliseconds idle, std::chrono::milliseconds interval, int probes) {
+    (void)id;
+    (void)idle;
+    (void)interval;
+    (void)probes;
+    return false;
+  }
   virtual NetdevStats stats() const = 0;
 };
 
