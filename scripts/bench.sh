@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark beside its peers (tools/bench/bench.py): installs what it needs (the project's
 # packages, and ucx-utils, libfabric-bin, gnuplot-nox for the peers and plots), builds, runs.
-#   bash scripts/bench.sh [bench.py options: --runs N --quick --only pingpong,... --out DIR]
+#   bash scripts/bench.sh [bench.py options: --runs N --quick --only pingpong,... --tcp-only|--no-tcp --out DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -19,6 +19,6 @@ fi
 # would deploy it; the test build (build/) keeps -O2 -g. Only the benchmark's targets are built.
 dir="$root/build-bench"
 cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON >/dev/null
-ninja -C "$dir" -j "$(nproc)" softrnic_bench softrnic_udp_peer softrnic_netdev_pingpong daplsoftrnic
+ninja -C "$dir" -j "$(nproc)" softrnic_bench softrnic_udp_peer softrnic_tcp_peer softrnic_netdev_pingpong daplsoftrnic
 cd "$root"
 exec python3 tools/bench/bench.py --build "$dir" --out "${BENCH_OUT:-bench-out}" "$@"

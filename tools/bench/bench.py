@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """softrnic benchmark: latency, bandwidth, message rate and CPU cost of the soft RNIC through the
 DAT API between two processes, beside peers measured in the same run (raw kernel UDP, UCX over
-TCP, libfabric tcp and udp;ofi_rxd), so every figure has a ratio. The machine is shared and
-noisy: read the ratios.
+TCP, libfabric tcp and udp;ofi_rxd), so every figure has a ratio. softrnic over its second wire,
+iWARP over MPA/TCP (IA softrnic_iwarp_tcp), has rows of its own (ping-pong, RDMA Write and Read
+streaming) beside raw kernel TCP (softrnic_tcp_peer). The machine is shared and noisy: read the
+ratios.
 
 Each case runs --runs times; a table row gives the median over runs of each run's figure, the p99
 and p99.9 (ping-pong: over the round trips of all runs), and the min-max of the run medians.
 Writes <out>/results.csv (one line per run) and <out>/latency.png, <out>/bandwidth.png (gnuplot).
 
-  python3 tools/bench/bench.py --build build [--runs 3] [--quick] [--out bench-out]
+  python3 tools/bench/bench.py --build build [--runs 3] [--quick] [--out bench-out] [--only BENCHES]
+                               [--tcp-only | --no-tcp]
 """
 import argparse
 import csv
@@ -32,6 +35,8 @@ except ImportError as e:  # pragma: no cover
 
 KIB = 1024
 MIB = 1024 * 1024
+BENCH_QUAL = 0xB3C4  # softrnic_bench's default --qual
+TCP_IA = "softrnic_iwarp_tcp"  # softrnic over MPA/TCP (wire=tcp), in the generated dat.conf
 
 
 def progress(msg):
@@ -60,6 +65,14 @@ class Softrnic:
     def available(self):
         return os.access(self.exe, os.X_OK)
 
+    def ia_configured(self):
+        """True when the dat.conf that DAT_OVERRIDE names has a line for our IA."""
+        try:
+            with open(self.env["DAT_OVERRIDE"]) as f:
+                return any(line.split()[:1] == [self.ia] for line in f)
+        except OSError:
+            return False
+
     def run(self, test, size, iters, window=16, poll="busy", timeout=120, warmup=None):
         args = ["--ia", self.ia, "--test", test, "--size", str(size), "--iters", str(iters),
                 "--window", str(window), "--poll", poll]
@@ -74,6 +87,11 @@ class Softrnic:
                 err = srv.stderr.read()
                 raise RuntimeError(f"server did not start: {line.strip()} {err.strip()}")
             host, port = line.split()[1].rsplit(":", 1)
+            if port == "0":
+                # Over MPA/TCP the IA address has no port of its own: dat_ep_connect goes to the TCP port of
+                # the connection qualifier (softrnic_bench's default, 0xB3C4, is port 46020) and ignores
+                # the address's port, but softrnic_bench's client wants a nonzero --port.
+                port = str(BENCH_QUAL)
             cli = subprocess.run([self.exe, "client", "--host", host, "--port", port] + args, capture_output=True,
                                  text=True, env=self.client_env or self.env, timeout=timeout)
             if cli.returncode != 0:
@@ -129,9 +147,33 @@ def cases(quick, build):
 
 
 def measure(stacks, bench, size, iters):
-    """Stacks that run this bench: name -> callable() returning a result dict or None."""
-    sr = stacks["softrnic"]
+    """Stacks that run this bench: name -> callable() returning a result dict or None. stacks["rows"]:
+    "all", "tcp" (only the MPA/TCP rows) or "no-tcp" (all but them)."""
     m = {}
+    if stacks["rows"] != "tcp":
+        measure_udp(m, stacks, bench, size, iters)
+    if stacks["rows"] != "no-tcp" and stacks.get("tcp"):
+        measure_tcp(m, stacks, bench, size, iters)
+    return {k: v for k, v in m.items() if v is not None}
+
+
+def measure_tcp(m, stacks, bench, size, iters):
+    """softrnic over MPA/TCP beside raw kernel TCP: the same sizes, windows and poll modes as the UDP rows."""
+    st, build = stacks["tcp"], stacks["build"]
+    if bench == "pingpong":
+        m["softrnic-tcp"] = lambda: st.run("pingpong", size, iters)
+        m["softrnic-tcp (wait)"] = (lambda: st.run("pingpong", size, iters, poll="wait")) if size == 64 else None
+        m["kernel-tcp"] = lambda: peer_call("tcp_pingpong", build, size, iters, "busy")
+        if size == 64:
+            m["kernel-tcp (block)"] = lambda: peer_call("tcp_pingpong", build, size, iters, "block")
+    elif bench in ("write_bw", "read_bw"):
+        m["softrnic-tcp"] = lambda: st.run(bench, size, iters, window=16 if size <= MIB else 4)
+        m["kernel-tcp stream"] = lambda: peer_call("tcp_stream", build, size, size * iters)
+
+
+def measure_udp(m, stacks, bench, size, iters):
+    """softrnic over its UDP wire, the memif rows and every other peer."""
+    sr = stacks["softrnic"]
     if bench == "pingpong":
         m["softrnic-udp"] = lambda: sr.run("pingpong", size, iters)
         m["softrnic-udp (wait)"] = (lambda: sr.run("pingpong", size, iters, poll="wait")) if size == 64 else None
@@ -164,7 +206,6 @@ def measure(stacks, bench, size, iters):
         m["ucx-tcp tag_bw"] = lambda: peer_call("ucx_tag_bw", size, iters)
         if stacks.get("memif"):
             m["softrnic-dpdk-memif"] = lambda: stacks["memif"].run("msgrate", size, iters, window=32)
-    return {k: v for k, v in m.items() if v is not None}
 
 
 def fmt(v, digits=1):
@@ -201,15 +242,17 @@ def summarize(bench, size, runs_by_stack):
 
 def reference(stack):
     """The softrnic row a peer's ratio is taken against: the memif rows against softrnic over memif,
-    the blocking rows against softrnic's blocking (dat_evd_wait) row, the rest against softrnic-udp;
-    the event-driven (cno) row has no peer of its kind and no ratio."""
+    the MPA/TCP rows (softrnic-tcp, kernel-tcp) against softrnic over MPA/TCP, the blocking rows against
+    softrnic's blocking (dat_evd_wait) row of that wire, the rest against softrnic-udp; the event-driven
+    (cno) row has no peer of its kind and no ratio."""
     if "memif" in stack:
         return "softrnic-dpdk-memif"
     if "(cno)" in stack:
         return stack
+    wire = "softrnic-tcp" if stack.startswith(("softrnic-tcp", "kernel-tcp")) else "softrnic-udp"
     if "(wait)" in stack or "(block)" in stack:
-        return "softrnic-udp (wait)"
-    return "softrnic-udp"
+        return f"{wire} (wait)"
+    return wire
 
 
 # Run medians of one stack further apart than this are marked: the host's state changed during the
@@ -223,7 +266,8 @@ def print_table(bench, size, key, rows):
     title = {"pingpong": "Send/Recv ping-pong round trip", "write_bw": "RDMA Write streaming",
              "read_bw": "RDMA Read streaming", "msgrate": "message rate (Sends, several outstanding)",
              "idle": "a connected pair, idle (both processes; target < 5 %)"}[bench]
-    print(f"\n{title}, {size} B   (softrnic / peer, against the softrnic row of the same kind (busy, wait, memif): "
+    print(f"\n{title}, {size} B   (softrnic / peer, against the softrnic row of the same kind "
+          f"(busy, wait, memif, tcp): "
           f"{'<1 means softrnic is faster' if bench == 'pingpong' else '>1 means softrnic is faster'})")
     print(f"  {'stack':24} {unit + ' p50':>12} {'p99':>10} {'p99.9':>10} {'min-max (run medians)':>24} {'cpu us/msg':>11} {'softrnic/peer':>14}")
     spread = []  # rows whose run medians differ by more than STATE_CHANGE
@@ -288,13 +332,26 @@ def memif_stack(build):
         return None
 
 
+def tcp_stack(build):
+    """softrnic over MPA/TCP (IA softrnic_iwarp_tcp), when the build's dat.conf has it."""
+    st = Softrnic(build, ia=TCP_IA, label="softrnic-tcp")
+    if not st.ia_configured():
+        print(f"bench: no MPA/TCP rows: {st.env['DAT_OVERRIDE']} has no {TCP_IA} line", file=sys.stderr)
+        return None
+    return st
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations")
     ap.add_argument("--out", default="bench-out")
-    ap.add_argument("--only", default="", help="comma-separated benches: pingpong,write_bw,read_bw,msgrate")
+    ap.add_argument("--only", default="", help="comma-separated benches: pingpong,write_bw,read_bw,msgrate,idle")
+    rows = ap.add_mutually_exclusive_group()
+    rows.add_argument("--tcp-only", action="store_true",
+                      help="only the MPA/TCP rows (softrnic-tcp beside kernel TCP: pingpong, write_bw, read_bw)")
+    rows.add_argument("--no-tcp", action="store_true", help="all rows but the MPA/TCP ones")
     a = ap.parse_args()
     if a.runs < 1:
         ap.error("--runs must be at least 1")
@@ -302,8 +359,15 @@ def main():
     if not sr.available():
         sys.exit(f"bench: {sr.exe} not built (bash scripts/build.sh {a.build})")
     os.makedirs(a.out, exist_ok=True)
-    stacks = {"softrnic": sr, "build": a.build, "memif": memif_stack(a.build)}
+    row_set = "tcp" if a.tcp_only else "no-tcp" if a.no_tcp else "all"
+    stacks = {"softrnic": sr, "build": a.build, "rows": row_set,
+              "memif": memif_stack(a.build) if row_set != "tcp" else None,
+              "tcp": tcp_stack(a.build) if row_set != "no-tcp" else None}
+    if row_set == "tcp" and stacks["tcp"] is None:
+        sys.exit("bench: --tcp-only, but no MPA/TCP stack")
     todo = [c for c in cases(a.quick, a.build) if not a.only or c[0] in a.only.split(",")]
+    if row_set == "tcp":
+        todo = [c for c in todo if c[0] in ("pingpong", "write_bw", "read_bw")]
     print(f"softrnic benchmark: {a.runs} runs per case, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}")
     summary = {}
     t0 = time.time()

@@ -8,6 +8,8 @@ its numbers mean. Units: latency figures are ROUND TRIPS in microseconds; MB = 1
 
   udp_pingpong(build_dir, size, iters, poll)  softrnic_udp_peer (raw kernel UDP), poll "busy" or "block"
   udp_stream(build_dir, size, total_bytes, poll="busy")
+  tcp_pingpong(build_dir, size, iters, poll)  softrnic_tcp_peer (raw kernel TCP, TCP_NODELAY, length-framed)
+  tcp_stream(build_dir, size, total_bytes, poll="busy")
   ucx_tag_lat(size, iters), ucx_tag_bw(size, iters), ucx_put_bw(size, iters)   ucx_perftest over UCX tcp
   fi_pingpong(provider, size, iters)          libfabric fi_pingpong: "tcp", "udp;ofi_rxd", "udp"
 
@@ -189,18 +191,20 @@ def _finish(pair, parse):
         server.close()
 
 
-# --- raw kernel UDP: softrnic_udp_peer ------------------------------------------------------------------
+# --- raw kernel UDP and TCP: softrnic_udp_peer, softrnic_tcp_peer ------------------------------------------
 
 
-def _udp_peer(build_dir):
-    path = os.path.join(build_dir, "tools", "softrnic_udp_peer")
+def _own_peer(build_dir, name):
+    path = os.path.join(build_dir, "tools", name)
     return path if os.access(path, os.X_OK) else None
 
 
-def _udp_run(what, build_dir, client_args, poll):
-    exe = _udp_peer(build_dir)
+def _own_peer_run(what, name, build_dir, client_args, poll):
+    """One server and one client of softrnic_udp_peer or softrnic_tcp_peer (the same command line and
+    output): the client's JSON plus the server's CPU."""
+    exe = _own_peer(build_dir, name)
     if exe is None:
-        return _why(what, f"{os.path.join(build_dir, 'tools', 'softrnic_udp_peer')} not built")
+        return _why(what, f"{os.path.join(build_dir, 'tools', name)} not built")
     port_box = []
 
     def ready(server):
@@ -243,19 +247,35 @@ def _udp_run(what, build_dir, client_args, poll):
 def udp_pingpong(build_dir, size, iters, poll="busy"):
     """Raw kernel UDP ping-pong: round-trip median/p99/p99.9/min/max (us, after a warm-up), client CPU per
     round trip, plus server_cpu_us (server CPU over warm-up and measured echoes, server_msgs of them)."""
-    return _udp_run(f"udp_pingpong(size={size}, poll={poll})", build_dir,
-                    ["--test", "pingpong", "--size", str(size), "--iters", str(iters)], poll)
+    return _own_peer_run(f"udp_pingpong(size={size}, poll={poll})", "softrnic_udp_peer", build_dir,
+                         ["--test", "pingpong", "--size", str(size), "--iters", str(iters)], poll)
 
 
 def udp_stream(build_dir, size, total_bytes, poll="busy"):
     """Raw kernel UDP stream of min(size, 65000)-byte datagrams (sendmmsg, credit window): mbps (MB/s,
     10**6), msgs_per_s, client cpu_us_per_msg, plus server_cpu_us."""
-    return _udp_run(f"udp_stream(size={size}, poll={poll})", build_dir,
-                    ["--test", "stream", "--size", str(size), "--bytes", str(total_bytes)], poll)
+    return _own_peer_run(f"udp_stream(size={size}, poll={poll})", "softrnic_udp_peer", build_dir,
+                         ["--test", "stream", "--size", str(size), "--bytes", str(total_bytes)], poll)
+
+
+def tcp_pingpong(build_dir, size, iters, poll="busy"):
+    """Raw kernel TCP ping-pong over one connection (TCP_NODELAY, each message framed by a 4-byte length):
+    round-trip median/p99/p99.9/min/max (us, after a warm-up), client CPU per round trip, plus server_cpu_us
+    (over warm-up and measured echoes, server_msgs of them). poll "busy" (MSG_DONTWAIT spin) or "block"."""
+    return _own_peer_run(f"tcp_pingpong(size={size}, poll={poll})", "softrnic_tcp_peer", build_dir,
+                         ["--test", "pingpong", "--size", str(size), "--iters", str(iters)], poll)
+
+
+def tcp_stream(build_dir, size, total_bytes, poll="busy"):
+    """Raw kernel TCP stream, one direction, of size-byte length-framed messages (small ones gathered into
+    one send), paced by TCP's own flow control: mbps (MB/s, 10**6, payload only), msgs_per_s, client
+    cpu_us_per_msg, plus server_cpu_us."""
+    return _own_peer_run(f"tcp_stream(size={size}, poll={poll})", "softrnic_tcp_peer", build_dir,
+                         ["--test", "stream", "--size", str(size), "--bytes", str(total_bytes)], poll)
 
 
 def _warmup(iters):
-    """softrnic_udp_peer's default warm-up: a tenth of the iterations, 10 to 1000."""
+    """softrnic_udp_peer's (and softrnic_tcp_peer's) default warm-up: a tenth of the iterations, 10 to 1000."""
     return min(1000, max(10, iters // 10))
 
 
@@ -379,7 +399,7 @@ def _main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="run each peer once (64 B; 65536 B for bandwidth)")
     ap.add_argument("--build-dir", default=os.path.join(here, "..", "..", "build-peers"),
-                    help="build tree holding tools/softrnic_udp_peer (default: build-peers)")
+                    help="build tree holding tools/softrnic_udp_peer and softrnic_tcp_peer (default: build-peers)")
     args = ap.parse_args(argv)
     if not args.quick:
         ap.print_help()
@@ -390,6 +410,11 @@ def _main(argv):
         ("udp_pingpong 64 block", lambda: udp_pingpong(bd, 64, 10000, "block")),
         ("udp_stream 65536", lambda: udp_stream(bd, 65536, 256 * 10**6)),
         ("udp_stream 64", lambda: udp_stream(bd, 64, 32 * 10**6)),
+        ("tcp_pingpong 64 busy", lambda: tcp_pingpong(bd, 64, 10000, "busy")),
+        ("tcp_pingpong 64 block", lambda: tcp_pingpong(bd, 64, 10000, "block")),
+        ("tcp_pingpong 65536 busy", lambda: tcp_pingpong(bd, 65536, 1000, "busy")),
+        ("tcp_stream 65536", lambda: tcp_stream(bd, 65536, 256 * 10**6)),
+        ("tcp_stream 64", lambda: tcp_stream(bd, 64, 32 * 10**6)),
         ("ucx_tag_lat 64", lambda: ucx_tag_lat(64, 10000)),
         ("ucx_tag_bw 65536", lambda: ucx_tag_bw(65536, 5000)),
         ("ucx_put_bw 65536", lambda: ucx_put_bw(65536, 5000)),
