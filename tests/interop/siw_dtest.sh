@@ -1,0 +1,354 @@
+#!/usr/bin/env bash
+# Interop against Linux siw: softrnic's IA softrnic_iwarp_tcp (wire=tcp, MPA/TCP) on the host side
+# of the rdmavm referee VM (../shared/tools/rdmavm: Debian 12's Linux 6.1 + siw + OFA dapl) and an
+# unmodified dapl2-utils tool on siw in the guest, one side each. Judged by the tools' success
+# lines on BOTH sides (their exit codes are unreliable).
+#
+#   siw_dtest.sh BUILD_DIR ROLE [TOOL] [--ia-params "k=v ..."] [--rdmavm DIR] [--keep DIR]
+#
+# ROLE  softrnic_client: the guest (siw, IA ofa-v2-iwarp) serves, softrnic connects to 10.99.0.2
+#       softrnic_server: softrnic serves on 10.99.0.1, the guest connects
+# TOOL  dtest (default; -b 65536 -B 10), dtestsrq (-b 4096), dapltest_rw (client SR 256 server RW 4096
+#       server SR 256), dapltest_rr (the same with server RR 4096)
+# --ia-params  appended to the softrnic line's ia_params ("wire=tcp ip=10.99.0.1 ..."), e.g.
+#              "mpa_crc=0", "mpa_rev=1", "mpa_p2p=0"
+# --rdmavm     the referee (default: <source dir>/../shared/tools/rdmavm)
+# --keep DIR   keep logs and captures (DIR/cap-siw.pcap) in DIR; without it they are kept only
+#              on failure (the path is printed)
+# INTEROP_TOOL_TIMEOUT  bound of each tool in seconds (default 120; a pass takes ~15 s in all)
+#
+# dtest's server sends its IA name over its side channel (TCP 15828) and the client opens that
+# name, so each side's dat.conf has the other side's name too: on the host `ofa-v2-iwarp` is
+# softrnic, in the guest `softrnic_iwarp_tcp` is OFA's libdaplofa on eth0 (siw0).
+# dtest's server advertises itself on its side channel before it creates its PSP (dat_psp_create
+# follows send_server_params in dtest.c), so a native client can reach the rdma_cm port before a
+# TCG-slow siw server listens there (siw answers RST: NON_PEER_REJECTED, as OFA dapl reports it
+# too). With softrnic as dtest's client, an nft rule in the namespace drops the host's packets to
+# 10.99.0.2:45248 until the guest sees its listener; the kernel's SYN retransmit (1 s) connects.
+# Two siw races (Linux 6.1) that a native peer hits against a TCG guest most of the time:
+# - siw_accept() sends the MPA Reply before it installs the socket callback that reads the
+#   initiator's first FPDU; an RTR or Send arriving in between stays unread in the socket and the
+#   connection never establishes (closing it later hits BUG() in iwcm.c:969);
+# - siw_qp_sq_proc_tx() checks tx_suspend (set when the peer's FIN or RST arrives) before the
+#   DDP Last flag, so a Send whose last FPDU already went out completes with LOC_QP_OP_ERR (and
+#   QP_FATAL) when the peer closes right after receiving it (dapltest's server does).
+# Both close when the guest's packets leave later than siw's code runs: the guest delays its eth0
+# egress by INTEROP_SIW_DELAY_MS (default 20; netem from Debian's sch_netem.ko of the guest
+# kernel, taken from the referee's cache). INTEROP_SIW_DELAY_MS=0 shows the races.
+# Exit 0 pass, 1 fail, 77 "SKIPPED: reason" when the referee cannot run (no root, no
+# /dev/net/tun, no qemu and no way to install it, no image and no way to build it).
+set -euo pipefail
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d;s/^# \{0,1\}//'; exit 2; }
+skip() { echo "SKIPPED: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+[[ $# -ge 2 ]] || usage
+build=$(cd "$1" && pwd) role=$2
+shift 2
+tool=dtest
+if [[ $# -gt 0 && $1 != --* ]]; then tool=$1; shift; fi
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+rdmavm=${RDMAVM_DIR:-$src/../shared/tools/rdmavm}
+extra="" keep=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --ia-params) extra=$2; shift 2;;
+    --rdmavm) rdmavm=$2; shift 2;;
+    --keep) keep=$2; shift 2;;
+    *) usage;;
+  esac
+done
+case $role in softrnic_client|softrnic_server) ;; *) usage;; esac
+
+HOST_IP=10.99.0.1 GUEST_IP=10.99.0.2
+tool_timeout=${INTEROP_TOOL_TIMEOUT:-120}   # each tool's bound (s); a pass takes well under 30 s
+OUR_IA=softrnic_iwarp_tcp SIW_IA=ofa-v2-iwarp
+lib=$build/dat/libdaplsoftrnic.so
+[[ -f $lib ]] || fail "$lib not built (ninja -C $build daplsoftrnic)"
+
+# ---- what each tool needs: server/client command lines (IA and ADDR filled in per side), the
+# ---- server's ready condition, the success line, and for dapltest the quit command.
+srv_ready_port="" srv_ready_line="" quit="" gate_port=""
+case $tool in
+  dtest)
+    srv="dtest -s -P IA -b 65536 -B 10"
+    cli="dtest -h ADDR -P IA -b 65536 -B 10"
+    srv_ready_port=15828          # dtest prints its waiting line before listen()
+    gate_port=45248               # ... and creates its PSP only after the side channel
+    ok_srv='DAPL Test Complete\. PASSED' ok_cli=$ok_srv
+    ;;
+  dtestsrq)
+    # -b on both sides: each side's default is its own provider's DAT_IB_TRANSPORT_MTU (OFA on
+    # siw: 1024, softrnic: 4096) and the sizes are not exchanged
+    srv="dtestsrq -s -P IA -b 4096"
+    cli="dtestsrq -h ADDR -P IA -b 4096"
+    srv_ready_line='server ready on port'
+    ok_srv='DAPL RC SRQ Test Complete\.' ok_cli=$ok_srv
+    ;;
+  dapltest_rw|dapltest_rr)
+    op=RW; [[ $tool == dapltest_rr ]] && op=RR
+    srv="dapltest -T S -D IA"
+    cli="dapltest -T T -s ADDR -D IA -i 10 -t 1 -w 1 client SR 256 server $op 4096 server SR 256"
+    quit="dapltest -T Q -s ADDR -D IA"
+    srv_ready_line='Service Point Ready'
+    ok_cli='End of Work -- Client Exiting'   # plus: no error line on either side (below)
+    ok_srv='Server: Transaction Test Finished for this client'
+    ;;
+  *) usage;;
+esac
+# fill_in CMD IA ADDR
+fill_in() { local c=${1//IA/$2}; echo "${c//ADDR/$3}"; }
+
+# ---- the referee: root, tun, qemu, an image (installed and built here if missing and possible)
+[[ $(id -u) == 0 ]] || skip "needs root (the referee VM uses a network namespace and tap devices)"
+[[ -x $rdmavm/run.sh && -x $rdmavm/build.sh ]] || skip "no referee VM at $rdmavm"
+[[ -e /dev/net/tun ]] || skip "/dev/net/tun missing (tap devices unavailable)"
+for t in "${srv%% *}" "${cli%% *}"; do
+  command -v "$t" >/dev/null || skip "$t not installed on the host (apt-get install dapl2-utils)"
+done
+cache=${RDMAVM_CACHE:-/var/cache/rdmavm}
+mkdir -p /run/lock
+exec 9>/run/lock/softrnic-rdmavm-setup.lock
+flock -w 1200 9 || skip "another process holds /run/lock/softrnic-rdmavm-setup.lock"
+have_image() { [[ -s $cache/vmlinuz && -s $cache/initrd.cpio.gz ]]; }
+[[ $role == softrnic_client ]] || gate_port=""
+need=()
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+command -v tcpdump >/dev/null || need+=(tcpdump)
+command -v ethtool >/dev/null || need+=(ethtool)
+[[ -n $gate_port ]] && ! command -v nft >/dev/null && need+=(nftables)
+if ! have_image; then
+  for c in cpio:cpio gcc-12:gcc-12 make:make objcopy:binutils; do
+    command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
+  done
+fi
+if ((${#need[@]})); then
+  echo "interop: installing what the referee needs: ${need[*]}"
+  if command -v apt-get >/dev/null \
+     && { DEBIAN_FRONTEND=noninteractive apt-get update -q \
+          && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"; } \
+        >/tmp/softrnic-rdmavm-apt.log 2>&1; then
+    :
+  else
+    tail -5 /tmp/softrnic-rdmavm-apt.log 2>/dev/null || true
+    echo "interop: could not install ${need[*]} (log: /tmp/softrnic-rdmavm-apt.log)"
+  fi
+fi
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing and not installable (apt-get install qemu-system-x86)"
+if ! have_image; then
+  echo "interop: building the referee image in $cache ($rdmavm/build.sh, ~1 min, downloads ~230 MB)"
+  t0=$SECONDS
+  if ! "$rdmavm/build.sh" "$cache" >/tmp/softrnic-rdmavm-build.log 2>&1; then
+    tail -15 /tmp/softrnic-rdmavm-build.log
+    skip "no referee image in $cache and build.sh failed (log: /tmp/softrnic-rdmavm-build.log)"
+  fi
+  echo "interop: image built in $((SECONDS - t0)) s"
+fi
+if [[ -n $gate_port ]] && ! command -v nft >/dev/null; then
+  echo "interop: WARNING: no nft: dtest's listen race is not gated (the client may be refused)"
+  gate_port=""
+fi
+flock -u 9
+
+# ---- the run
+work=$(mktemp -d /tmp/softrnic-interop.XXXXXX)
+[[ -n $keep ]] && { mkdir -p "$keep"; work=$(cd "$keep" && pwd); }
+share=$work/share
+rm -rf "$share"; mkdir -p "$share/sig"
+passed=0
+finish() {
+  if [[ -z $keep ]]; then
+    if [[ $passed == 1 ]]; then rm -rf "$work"; else echo "interop: logs and capture kept in $work"; fi
+  fi
+}
+trap finish EXIT
+
+netem_ms=${INTEROP_SIW_DELAY_MS:-20}
+if [[ $netem_ms != 0 ]]; then
+  kdeb=$(ls "$cache"/debs/linux-image-*-unsigned_*.deb 2>/dev/null | head -1)
+  if [[ -n $kdeb ]] && dpkg-deb --fsys-tarfile "$kdeb" | tar -xO --wildcards './lib/modules/*/kernel/net/sched/sch_netem.ko' >"$share/sch_netem.ko" 2>/dev/null \
+     && [[ -s $share/sch_netem.ko ]]; then
+    :
+  else
+    echo "interop: WARNING: no sch_netem.ko in $cache/debs: siw's races are not worked around"
+    rm -f "$share/sch_netem.ko"; netem_ms=0
+  fi
+fi
+
+conf=$work/host-dat.conf
+line_params="wire=tcp ip=$HOST_IP${extra:+ $extra}"
+for ia in "$OUR_IA" "$SIW_IA"; do
+  echo "$ia u2.0 nonthreadsafe default $lib dapl.2.0 \"$line_params\" \"\""
+done >"$conf"
+
+if [[ $role == softrnic_client ]]; then
+  g_cmd=$(fill_in "$srv" "$SIW_IA" "") h_cmd=$(fill_in "$cli" "$OUR_IA" "$GUEST_IP")
+  g_quit="" h_quit=$([[ -n $quit ]] && fill_in "$quit" "$OUR_IA" "$GUEST_IP" || true)
+  g_ok=$ok_srv h_ok=$ok_cli
+else
+  g_cmd=$(fill_in "$cli" "$SIW_IA" "$HOST_IP") h_cmd=$(fill_in "$srv" "$OUR_IA" "")
+  g_quit=$([[ -n $quit ]] && fill_in "$quit" "$SIW_IA" "$HOST_IP" || true) h_quit=""
+  g_ok=$ok_cli h_ok=$ok_srv
+fi
+
+# the guest's job (busybox sh); its tool log goes to the 9p share (/host)
+{
+  echo '. /usr/lib/rdmavm/lib.sh'
+  echo "printf '%s\\n' '$OUR_IA u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 \"eth0 0\" \"\"' >/tmp/dat.conf"
+  echo "grep -v '^#' /etc/dat.conf >>/tmp/dat.conf"
+  echo 'export DAT_OVERRIDE=/tmp/dat.conf'
+  echo 'cd /tmp'
+  if [[ $netem_ms != 0 ]]; then
+    echo "insmod /host/sch_netem.ko && /usr/sbin/tc qdisc add dev eth0 root netem delay ${netem_ms}ms \\"
+    echo "  && echo 'guest: eth0 egress delayed ${netem_ms} ms (works around two siw races)' \\"
+    echo "  || echo 'guest: WARNING: could not delay eth0 egress'"
+  fi
+  if [[ $role == softrnic_client ]]; then
+    cat <<EOF
+timeout -k 5 $tool_timeout $g_cmd >/host/guest.log 2>&1 &
+p=\$!
+${gate_port:+( rv_listening $gate_port 120 >/dev/null && rv_signal guest-cm-listening ) &}
+n=0
+while :; do
+  if [ -n "$srv_ready_port" ]; then rv_listening "$srv_ready_port" 0 >/dev/null && break
+  else grep -q "$srv_ready_line" /host/guest.log 2>/dev/null && break; fi
+  kill -0 \$p 2>/dev/null || { rv_signal guest-failed; echo INTEROP-GUEST-FAILED; break; }
+  n=\$((n+1)); [ \$n -lt 1200 ] || { rv_signal guest-failed; echo INTEROP-GUEST-FAILED; break; }
+  sleep 0.1
+done
+[ -e /host/sig/guest-failed ] || { rv_signal guest-ready; echo INTEROP-GUEST-READY; }
+n=0 k=0 rc=""
+while kill -0 \$p 2>/dev/null; do
+  n=\$((n+1))
+  if [ \$n = 200 ]; then
+    echo "--- guest: the server still runs 20 s after it was ready; TCP sockets (/proc/net/tcp: local, remote, state, tx_queue:rx_queue; ports in hex, B0C0 = 45248):"
+    awk 'NR > 1 {print \$2, \$3, \$4, \$5}' /proc/net/tcp
+  fi
+  if [ -e /host/sig/host-done ]; then
+    k=\$((k+1))
+    [ \$k = 150 ] && { echo "--- guest: killing the server (15 s after the host finished)"; kill \$p; }
+    [ \$k = 250 ] && { echo "--- guest: the server does not exit (stuck in the kernel?)"; rc=124; break; }
+  fi
+  sleep 0.1
+done
+[ -n "\$rc" ] || { wait \$p; rc=\$?; }
+EOF
+  else
+    cat <<EOF
+n=0
+until [ -e /host/sig/host-ready ] || [ -e /host/sig/host-failed ]; do
+  sleep 0.1; n=\$((n+1)); [ \$n -lt 1200 ] || break
+done
+rc=1
+if [ -e /host/sig/host-ready ]; then
+  timeout -k 5 $tool_timeout $g_cmd >/host/guest.log 2>&1; rc=\$?
+  ${g_quit:+timeout -k 5 30 $g_quit >/host/guest-quit.log 2>&1}
+fi
+rv_signal guest-done
+EOF
+  fi
+  cat <<'EOF'
+echo "INTEROP-GUEST-TOOL-EXIT $rc"
+echo "--- guest dmesg (siw/rdma lines)"
+dmesg | grep -iE 'siw|iw_cm|iwpm|mpa|rdma|terminate|BUG' | grep -vE 'iwpm_register_pid|ommand line' | tail -20
+exit $rc
+EOF
+} >"$work/guest.sh"
+
+# the host's side, run by run.sh inside the namespace (where 10.99.0.1 is)
+{
+  echo "export DAT_OVERRIDE=$conf SOFTRNIC_TRACE=1 SOFTRNIC_STATS=1"
+  echo "cd $work"
+  if [[ $role == softrnic_client ]]; then
+    if [[ -n $gate_port ]]; then
+      cat <<EOF
+nft -f - <<'NFT'
+table ip softrnic_interop {
+  chain out {
+    type filter hook output priority 0;
+    ip daddr $GUEST_IP tcp dport $gate_port drop
+  }
+}
+NFT
+( for i in \$(seq 1200); do [ -e $share/sig/guest-cm-listening ] && break; sleep 0.1; done
+  nft delete table ip softrnic_interop ) &
+EOF
+    fi
+    cat <<EOF
+rc=1
+if [ -e $share/sig/guest-ready ]; then
+  timeout -k 5 $tool_timeout $h_cmd >host.log 2>&1; rc=\$?
+  ${h_quit:+timeout -k 5 30 $h_quit >host-quit.log 2>&1}
+fi
+: >$share/sig/host-done
+exit \$rc
+EOF
+  else
+    cat <<EOF
+timeout -k 5 $tool_timeout $h_cmd >host.log 2>&1 &
+p=\$!
+for i in \$(seq 300); do
+  if [ -n "$srv_ready_port" ]; then ss -Hltn "sport = :$srv_ready_port" | grep -q . && break
+  else grep -q "$srv_ready_line" host.log && break; fi
+  kill -0 \$p 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 \$p 2>/dev/null; then : >$share/sig/host-ready; else : >$share/sig/host-failed; fi
+n=0
+while kill -0 \$p 2>/dev/null; do
+  if [ -e $share/sig/guest-done ]; then n=\$((n+1)); [ \$n -lt 150 ] || kill \$p; fi
+  sleep 0.1
+done
+wait \$p
+EOF
+  fi
+} >"$work/host.sh"
+
+ropts=(--mem 1536 --timeout $((tool_timeout + 90)) --share "$share" --job "$work/guest.sh" --host "bash $work/host.sh")
+[[ $role == softrnic_client ]] && ropts+=(--wait-for '^INTEROP-GUEST-(READY|FAILED)')
+command -v tcpdump >/dev/null && ropts+=(--pcap "$work/cap")
+siw_role=client; [[ $role == softrnic_client ]] && siw_role=server
+echo "interop: $tool, softrnic ${role#softrnic_} ($OUR_IA \"$line_params\") vs siw $siw_role"
+echo "interop:   guest: $g_cmd"
+echo "interop:   host:  $h_cmd"
+t0=$SECONDS
+rrc=0
+timeout -k 10 $((tool_timeout + 150)) "$rdmavm/run.sh" "${ropts[@]}" >"$work/run.log" 2>&1 || rrc=$?
+dt=$((SECONDS - t0))
+if [[ $rrc == 77 ]]; then grep SKIP "$work/run.log" || true; passed=1; skip "the referee did not run ($(grep -o 'SKIP: .*' "$work/run.log" | head -1))"; fi
+
+show() { # FILE TITLE
+  echo "--- $2"
+  if [[ -s $1 ]]; then tail -n 25 "$1"; else echo "(no output)"; fi
+}
+grep -v 'speed is unknown' "$work/run.log" | grep -E '^rdmavm|INTEROP|^---|^guest|siw|dmesg|^\[|^[0-9A-F]{8}:' || true
+show "$share/guest.log" "guest (siw): $g_cmd"
+show "$work/host.log" "host (softrnic): $h_cmd"
+[[ -n $g_quit ]] && show "$share/guest-quit.log" "guest (siw): $g_quit"
+[[ -n $h_quit ]] && show "$work/host-quit.log" "host (softrnic): $h_quit"
+
+ok=1 why=()
+g_line=$(grep -Em1 "$g_ok" "$share/guest.log" 2>/dev/null) || { ok=0; why+=("guest lacks /$g_ok/"); }
+h_line=$(grep -Em1 "$h_ok" "$work/host.log" 2>/dev/null) || { ok=0; why+=("host lacks /$h_ok/"); }
+if [[ $tool == dapltest_* ]]; then
+  for f in "$share/guest.log" "$share/guest-quit.log" "$work/host.log" "$work/host-quit.log"; do
+    if grep -Eq 'ERR|[Ee]rror|[Ff]ailed|[Mm]ismatch|[Uu]nexpected' "$f" 2>/dev/null; then
+      ok=0; why+=("error line in ${f##*/}: $(grep -Em1 'ERR|[Ee]rror|[Ff]ailed|[Mm]ismatch|[Uu]nexpected' "$f")")
+    fi
+  done
+fi
+if [[ $ok == 1 ]]; then
+  passed=1
+  echo "guest: $g_line"
+  echo "host:  $h_line"
+  echo "PASS: $tool softrnic ${role#softrnic_} <-> siw in ${dt} s"
+  exit 0
+fi
+if [[ -s $work/cap-siw.pcap ]] && command -v tshark >/dev/null; then
+  echo "--- MPA on the wire (tshark, first 20 iWARP frames)"
+  tshark -r "$work/cap-siw.pcap" -Y 'iwarp_mpa.req || iwarp_mpa.rep || iwarp_rdma.opcode == 7' -O iwarp_mpa 2>/dev/null \
+    | grep -E '^Frame|Src: 10|flag|Revision|Private data|Terminate' | head -40 || true
+  tshark -r "$work/cap-siw.pcap" -Y 'tcp.port != 15828 && (iwarp_mpa || tcp.flags.reset == 1 || tcp.flags.fin == 1)' 2>/dev/null | head -20 || true
+fi
+fail "$tool softrnic ${role#softrnic_} <-> siw after ${dt} s: ${why[*]}"
