@@ -51,6 +51,7 @@
 
 #include "ethernet.hpp"
 #include "pcap_tap.hpp"
+#include "sockaddr.hpp"
 #include "softrnic/netdev/netdev.hpp"
 
 namespace softrnic::netdev {
@@ -73,18 +74,6 @@ constexpr std::uint8_t kPcapWindowShift = 7;           // window 0xFFFF << 7 (8 
 constexpr std::size_t kFallbackMss = 1460;             // mss() when TCP_MAXSEG cannot be read
 constexpr auto kLingerFor = std::chrono::seconds(10);  // an orderly-closed socket waits this long for the peer's FIN
 constexpr std::uint32_t kConnEvents = EPOLLIN | EPOLLRDHUP;
-
-sockaddr_in to_sockaddr(const NetAddr& a) {
-  sockaddr_in s{};
-  s.sin_family = AF_INET;
-  s.sin_addr.s_addr = htonl(a.ip);
-  s.sin_port = htons(a.port);
-  return s;
-}
-
-NetAddr from_sockaddr(const sockaddr_in& s) {
-  return NetAddr{ntohl(s.sin_addr.s_addr), ntohs(s.sin_port)};
-}
 
 NetAddr local_of(int fd) {
   sockaddr_in s{};

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backends.hpp"
+#include "sockaddr.hpp"
 
 namespace softrnic::netdev {
 namespace {
@@ -41,18 +42,6 @@ constexpr std::size_t kMaxConnectedPeers = 4;
 // While peers have sockets of their own, a consumer that polls reads one socket per call: the
 // peers' in turn, and the main socket (new peers, connection requests) every kMainEvery calls.
 constexpr std::uint32_t kMainEvery = 8;
-
-sockaddr_in to_sockaddr(const NetAddr& a) {
-  sockaddr_in s{};
-  s.sin_family = AF_INET;
-  s.sin_addr.s_addr = htonl(a.ip);
-  s.sin_port = htons(a.port);
-  return s;
-}
-
-NetAddr from_sockaddr(const sockaddr_in& s) {
-  return NetAddr{ntohl(s.sin_addr.s_addr), ntohs(s.sin_port)};
-}
 
 // As root, SO_*BUFFORCE passes net.core.[rw]mem_max; otherwise the kernel caps the request.
 void set_buffers(int fd, int bytes) {
