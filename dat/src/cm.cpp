@@ -245,7 +245,9 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE h, DAT_EP_HANDLE ep_h, DAT_COUNT pd_size, con
   const std::vector<std::uint8_t> reply(b, b + pd_size);
   ep->state = DAT_EP_STATE_COMPLETION_PENDING;
   ep->remote = cr->remote;
-  ep->remote_qual = cr->qual;
+  ep->passive = true;
+  ep->local_qual = cr->qual;
+  ep->remote_qual = ntohs(cr->remote.sin_port);
   const DAT_EP_STATE before = ep->state;
   const Status s = cr->ia->dev->accept(cr->req, ep->qp, reply);
   if (s != Status::ok) {

@@ -345,7 +345,7 @@ DAT_RETURN ep_query(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK, DAT_EP_PARAM* p) {
   p->ia_handle = consumer_ia_handle(ep->ia);
   p->ep_state = ep->state;
   p->local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ep->ia->addr);
-  p->local_port_qual = 0;
+  p->local_port_qual = ep->passive ? ep->local_qual : (ep->qp ? ep->ia->dev->qp_local(ep->qp).port : 0);
   p->remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ep->remote);
   p->remote_port_qual = ep->remote_qual;
   p->pz_handle = ep->pz;
@@ -401,6 +401,8 @@ DAT_RETURN connect_locked(Ep* ep, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qual, D
   if (!ep->qp) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
   std::memcpy(&ep->remote, addr, sizeof ep->remote);
   ep->remote_qual = qual;
+  ep->passive = false;
+  ep->local_qual = 0;
   NetAddr remote{ntohl(ep->remote.sin_addr.s_addr), ntohs(ep->remote.sin_port)};
   if (remote.port == 0) remote.port = ep->ia->base_port;
   const auto ms = timeout == DAT_TIMEOUT_INFINITE ? std::chrono::milliseconds(0)

@@ -11,11 +11,27 @@
 namespace softrnic::dat {
 namespace {
 
-const DAT_NAMED_ATTR kProviderAttrs[] = {
-    {"DAT_IB_RDMA_READ", "TRUE"},
-    {"DAT_IB_TRANSPORT_MTU", "4096"},
-    {"SOFTRNIC_TRANSPORT", "iwarp-udp"},
-};
+// The IB MTU (256..4096) a link of `ip_mtu` bytes carries whole, as ib_mtu_int_to_enum() picks it.
+std::uint32_t ib_mtu_of(std::uint32_t ip_mtu) {
+  for (const std::uint32_t m : {4096u, 2048u, 1024u, 512u})
+    if (ip_mtu >= m) return m;
+  return 256;
+}
+
+// The IP MTU of the IA's link: the kernel interface of its address (udp netdev, both wires), the
+// DPDK port's, none for the in-process loopback netdev; on the udp wire no more than its
+// datagrams carry.
+std::uint32_t link_mtu(const DeviceConfig& cfg, std::uint32_t ip) {
+  std::uint32_t mtu = 65536;
+  if (cfg.netdev.kind == "udp") {
+    if (const std::uint32_t m = netdev::interface_mtu(ip)) mtu = m;
+  } else if (cfg.netdev.kind == "dpdk") {
+    mtu = cfg.netdev.dpdk.mtu;
+  }
+  if (cfg.wire == Wire::udp && cfg.netdev.max_datagram)
+    mtu = std::min<std::uint32_t>(mtu, static_cast<std::uint32_t>(cfg.netdev.max_datagram + 28));
+  return mtu;
+}
 
 void copy_name(char* dst, const std::string& s) {
   std::snprintf(dst, DAT_NAME_MAX_LENGTH, "%s", s.c_str());
@@ -50,6 +66,13 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   ia->addr.sin_addr.s_addr = htonl(a.ip);
   ia->addr.sin_port = htons(a.port);
   ia->base_port = cfg.netdev.port;
+  ia->transport_mtu = std::to_string(ib_mtu_of(link_mtu(cfg, a.ip)));
+  ia->provider_attrs = {{
+      {const_cast<char*>("DAT_IB_RDMA_READ"), const_cast<char*>("TRUE")},
+      {const_cast<char*>("DAT_IB_TRANSPORT_MTU"), ia->transport_mtu.data()},
+      {const_cast<char*>("SOFTRNIC_TRANSPORT"),
+       const_cast<char*>(cfg.wire == Wire::tcp ? "iwarp-mpa-tcp" : "iwarp-udp")},
+  }};
   ia->dev = std::move(dev);
   if (*async_evd == DAT_HANDLE_NULL) {
     ia->async_evd =
@@ -157,8 +180,8 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     p->is_signal_safe = DAT_FALSE;
     p->ha_supported = DAT_FALSE;
     p->ha_loadbalancing = DAT_HA_LB_NONE;
-    p->num_provider_specific_attr = static_cast<DAT_COUNT>(std::size(kProviderAttrs));
-    p->provider_specific_attr = const_cast<DAT_NAMED_ATTR*>(kProviderAttrs);
+    p->num_provider_specific_attr = static_cast<DAT_COUNT>(ia->provider_attrs.size());
+    p->provider_specific_attr = ia->provider_attrs.data();
   }
   return DAT_SUCCESS;
 }

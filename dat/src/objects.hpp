@@ -91,6 +91,12 @@ struct Ia : Obj {
   std::unique_ptr<Device> dev;
   sockaddr_in addr{};
   std::uint16_t base_port = 0;  // where a remote address with port 0 is sent
+  // dat_ia_query's provider-specific attributes (their strings live here): DAT_IB_TRANSPORT_MTU
+  // is this IA's link's, as siw and rxe report theirs (the largest IB MTU the interface's MTU
+  // holds: 1024 on a 1500-byte Ethernet link), so consumers that size buffers by it (dtestsrq)
+  // agree with a Linux peer on the same link.
+  std::string transport_mtu;
+  std::array<DAT_NAMED_ATTR, 3> provider_attrs{};
   // Signaled RMR binds in flight: the bind completion's wr_id -> the RMR and the cookie.
   std::mutex bind_mu;
   std::unordered_map<std::uint64_t, std::pair<void*, DAT_RMR_COOKIE>> binds;
@@ -187,6 +193,12 @@ struct Ep : Obj {
   std::atomic<DAT_EP_STATE> state{DAT_EP_STATE_UNCONNECTED};
   sockaddr_in remote{};
   DAT_CONN_QUAL remote_qual = 0;
+  // dat_ep_query's port qualifiers, as OFA dapl's cma provider reports them: the active side's
+  // remote_port_qual is the conn_qual it connected to, its local_port_qual its own port (the
+  // QP's: a TCP connection's ephemeral port); the passive side's local_port_qual is the conn_qual
+  // it listened on, its remote_port_qual the peer's port.
+  DAT_CONN_QUAL local_qual = 0;
+  bool passive = false;
   std::vector<std::uint8_t> conn_private;        // private data of the last connection event
   bool notify_recv = false, notify_req = false;  // unsignalled / solicited-wait configurations
   int rsp_refs = 0;                              // RSPs reserving it

@@ -1,10 +1,18 @@
 #include "softrnic/netdev/netdev.hpp"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -15,6 +23,24 @@ namespace softrnic::netdev {
 std::string to_string(const NetAddr& a) {
   return std::to_string(a.ip >> 24) + "." + std::to_string((a.ip >> 16) & 0xFF) + "." +
          std::to_string((a.ip >> 8) & 0xFF) + "." + std::to_string(a.ip & 0xFF) + ":" + std::to_string(a.port);
+}
+
+std::uint32_t interface_mtu(std::uint32_t ip) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return 0;
+  std::uint32_t mtu = 0;
+  for (const ifaddrs* i = list; i && mtu == 0; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    if (ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr) != ip) continue;
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    ifreq r{};
+    std::snprintf(r.ifr_name, sizeof r.ifr_name, "%s", i->ifa_name);
+    if (::ioctl(fd, SIOCGIFMTU, &r) == 0 && r.ifr_mtu > 0) mtu = static_cast<std::uint32_t>(r.ifr_mtu);
+    ::close(fd);
+  }
+  ::freeifaddrs(list);
+  return mtu;
 }
 
 bool is_unicast_ipv4(std::uint32_t ip) {

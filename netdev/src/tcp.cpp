@@ -271,7 +271,7 @@ class TcpNetdev final : public StreamNetdev {
         return 0;
       }
       established(*c, id, true);
-      pending_.push_back({StreamEventKind::connected, id, to, 0, 0});
+      pending_.push_back({StreamEventKind::connected, id, to, c->local.port, 0});
     } else if (err == EINPROGRESS) {
       c->state = State::connecting;
       if (!set_mask(*c, id, EPOLLOUT)) {
@@ -621,7 +621,7 @@ class TcpNetdev final : public StreamNetdev {
     c.state = State::established;
     set_mask(c, id, kConnEvents | (c.want_writable ? EPOLLOUT : 0u));
     established(c, id, true);
-    pending_.push_back({StreamEventKind::connected, id, c.peer, 0, 0});
+    pending_.push_back({StreamEventKind::connected, id, c.peer, c.local.port, 0});
     if (revents & EPOLLIN) {
       c.readable_queued = true;
       pending_.push_back({StreamEventKind::readable, id, {}, 0, 0});

@@ -139,6 +139,7 @@ struct Qp {
   QpState state = QpState::idle;
   CmPhase cm = CmPhase::none;
   NetAddr peer{};
+  NetAddr local{};           // our end of the connection (the TCP port of an MPA stream; the UDP socket's)
   bool peer_hinted = false;  // the netdev was told of a connection to `peer` (peer_hint up)
   Transport* transport = nullptr;
   std::unique_ptr<TransportQp> t;  // the transport's state of this QP

@@ -349,6 +349,7 @@ Status Mpa::accept(ConnRequest* base, Qp& qp, std::span<const std::uint8_t> pd) 
   r->phase = ReqPhase::accepted;
   r->decided = Clock::now();
   qp.peer = r->from;
+  qp.local = NetAddr{nd_.local_ip(), port_of(r->conn_qual)};
   c.sid = std::exchange(r->sid, 0);
   c.initiator = false;
   c.conn_qual = r->conn_qual;
@@ -442,7 +443,11 @@ Status Mpa::disconnect(Qp& qp, bool graceful) {
     default: return Status::invalid_state;
   }
   if (!graceful || qp.state != QpState::rts) {
-    end_stream(qp, true);
+    // An abrupt disconnect flushes at once, and TCP still closes with a FIN, as siw and OFA
+    // dapl's cma provider do for both close flags (rdma_disconnect: the QP to CLOSING, the socket
+    // released without linger): an RST would make the peer's kernel drop what it has received
+    // but not yet read (the last Send of an exchange). An RST stays for protocol errors.
+    end_stream(qp, false);
     close_qp(qp, CmEventType::disconnected, "");
     return Status::ok;
   }

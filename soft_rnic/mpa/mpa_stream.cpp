@@ -178,7 +178,10 @@ std::size_t Mpa::poll(std::optional<Clock::time_point> now) {
       Qp& qp = *it->second;
       Conn& c = conn(qp);
       switch (e.kind) {
-        case netdev::StreamEventKind::connected: on_connected(qp); break;
+        case netdev::StreamEventKind::connected:
+          qp.local = NetAddr{nd_.local_ip(), e.local_port};
+          on_connected(qp);
+          break;
         case netdev::StreamEventKind::connect_failed: on_connect_failed(qp, e.error); break;
         case netdev::StreamEventKind::readable:
           got++;

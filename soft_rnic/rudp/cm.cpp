@@ -96,6 +96,7 @@ Status Rudp::connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<
   if (qp.state != QpState::idle || qp.cm != CmPhase::none) return Status::invalid_state;
   Conn& c = conn(qp);
   qp.peer = remote;
+  qp.local = nd_.local_addr();
   c.conn_qual = conn_qual;
   c.conn_id = random32();
   c.cm_private.assign(pd.begin(), pd.end());
@@ -135,6 +136,7 @@ Status Rudp::accept(ConnRequest* base, Qp& qp, std::span<const std::uint8_t> pd)
   req->phase = ReqPhase::accepted;
   req->decided = Clock::now();
   qp.peer = req->from;
+  qp.local = nd_.local_addr();
   c.peer_qpn = req->src_qpn;
   c.conn_id = req->conn_id;
   c.conn_qual = req->conn_qual;

@@ -278,6 +278,10 @@ class DeviceImpl final : public Device {
     std::lock_guard lk(mu_);
     return qp->peer;
   }
+  NetAddr qp_local(const Qp* qp) const override {
+    std::lock_guard lk(mu_);
+    return qp->local;
+  }
 
   Status modify_qp(Qp* qp, QpState to) override {
     std::lock_guard lk(mu_);
@@ -500,7 +504,7 @@ class DeviceImpl final : public Device {
     flush_qp(qp);
     qp.state = QpState::idle;
     qp.cm = CmPhase::none;
-    qp.peer = {};
+    qp.peer = qp.local = {};
     qp.recv_msn = 1;
   }
 

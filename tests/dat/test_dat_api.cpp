@@ -5,6 +5,8 @@
 #include <dat2/udat.h>
 #include <fcntl.h>
 #include <poll.h>
+
+#include <map>
 // after udat.h: the provider table, for calls libdat2 does not export
 #include <dat2/dat_registry.h>
 #include <gtest/gtest.h>
@@ -147,6 +149,14 @@ TEST(DatApi, QueryReportsWhatTheRnicEnforces) {
   EXPECT_EQ(ntohl(sa->sin_addr.s_addr), 0x7F000001u) << "a real address, not 0.0.0.0";
   EXPECT_NE(sa->sin_port, 0);
   EXPECT_GT(a.max_eps, 0);
+  // Provider-specific attributes: the wire, and the IB MTU of the link (the in-process loopback
+  // netdev has none: 4096, the largest).
+  std::map<std::string, std::string> attrs;
+  for (DAT_COUNT i = 0; i < p.num_provider_specific_attr; ++i)
+    attrs[p.provider_specific_attr[i].name] = p.provider_specific_attr[i].value;
+  EXPECT_EQ(attrs["DAT_IB_RDMA_READ"], "TRUE");
+  EXPECT_EQ(attrs["DAT_IB_TRANSPORT_MTU"], "4096");
+  EXPECT_EQ(attrs["SOFTRNIC_TRANSPORT"], "iwarp-udp");
 }
 
 TEST(DatApi, EndToEndSendRecvWriteDisconnect) {
@@ -206,6 +216,13 @@ TEST(DatApi, EndToEndSendRecvWriteDisconnect) {
   EXPECT_EQ(ep.remote_port_qual, kQual);
   ASSERT_NE(ep.remote_ia_address_ptr, nullptr);
   ASSERT_NE(ep.local_ia_address_ptr, nullptr);
+  // The port qualifiers as OFA dapl reports them: the active side's own port, and on the passive
+  // side the conn_qual it listened on and the active side's port.
+  EXPECT_NE(ep.local_port_qual, 0u);
+  DAT_EP_PARAM pep;
+  ASSERT_EQ(dat_ep_query(b.ep, DAT_EP_FIELD_ALL, &pep), DAT_SUCCESS);
+  EXPECT_EQ(pep.local_port_qual, kQual);
+  EXPECT_EQ(pep.remote_port_qual, ep.local_port_qual);
 
   ASSERT_EQ(dat_ep_disconnect(a.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
   EXPECT_EQ(wait_event(a.conn).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);

@@ -21,6 +21,19 @@ TEST(NetAddr, ParseIpv4) {
   EXPECT_EQ(to_string(NetAddr{0x7F000001, 5041}), "127.0.0.1:5041");
 }
 
+// The MTU of the interface that holds an address (what DAT_IB_TRANSPORT_MTU is derived from):
+// lo's for 127.0.0.1, as sysfs says; 0 for an address no interface has.
+TEST(NetAddr, InterfaceMtu) {
+  unsigned lo = 0;
+  if (FILE* f = std::fopen("/sys/class/net/lo/mtu", "r")) {
+    if (std::fscanf(f, "%u", &lo) != 1) lo = 0;
+    std::fclose(f);
+  }
+  if (lo == 0) GTEST_SKIP() << "no /sys/class/net/lo/mtu";
+  EXPECT_EQ(interface_mtu(0x7F000001), lo);
+  EXPECT_EQ(interface_mtu(0xC0000201), 0u) << "192.0.2.1 (TEST-NET-1) is nobody's";
+}
+
 namespace {
 
 std::size_t recv_some(Netdev& d, std::vector<std::vector<std::uint8_t>>& got, NetAddr& from, int max_wait_ms = 2000) {

@@ -303,6 +303,10 @@ class Device {
   virtual Status modify_qp(Qp* qp, QpState to) = 0;
   virtual QpCounters qp_counters(const Qp* qp) const = 0;
   virtual NetAddr qp_peer(const Qp* qp) const = 0;
+  // Our end of the QP's connection: the address and port the peer sends to (over MPA/TCP the
+  // connection's own TCP port: the listening port on the passive side, an ephemeral one on the
+  // active side). {} before a connection.
+  virtual NetAddr qp_local(const Qp* qp) const = 0;
   // Whether no receive / no send-queue work request is outstanding.
   virtual std::pair<bool, bool> qp_idle(const Qp* qp) const = 0;
   // Makes a QP whose connection ended (or never began) ready for a new one; flushes what is left.

@@ -30,6 +30,8 @@ bool parse_ipv4(const std::string& s, std::uint32_t& ip);
 // Whether `ip` (host order) can be an interface's own unicast address: not 0.0.0.0, not
 // broadcast, not multicast (224/4) or reserved (240/4).
 bool is_unicast_ipv4(std::uint32_t ip);
+// The MTU of the kernel interface that holds `ip` (host order), 0 when no interface has it.
+std::uint32_t interface_mtu(std::uint32_t ip);
 // `s` with control characters and bytes outside printable ASCII as \xNN (a second pass changes nothing), for error
 // messages that quote what a user or a file gave.
 std::string printable(std::string_view s);
@@ -172,7 +174,7 @@ struct StreamEvent {
   StreamEventKind kind = StreamEventKind::readable;
   StreamId id = 0;
   NetAddr peer{};                // accepted, connected: the remote address
-  std::uint16_t local_port = 0;  // accepted: the listening port it came in on
+  std::uint16_t local_port = 0;  // accepted: the listening port it came in on; connected: our port
   int error = 0;
 };
 
