@@ -9,7 +9,17 @@
 # ROLE  softrnic_client: the guest (siw, IA ofa-v2-iwarp) serves, softrnic connects to 10.99.0.2
 #       softrnic_server: softrnic serves on 10.99.0.1, the guest connects
 # TOOL  dtest (default; -b 65536 -B 10), dtestsrq (-b 4096), dapltest_rw (client SR 256 server RW 4096
-#       server SR 256), dapltest_rr (the same with server RR 4096)
+#       server SR 256), dapltest_rr (the same with server RR 4096), rping (rdma-core's rping -V -v on
+#       siw against BUILD_DIR/tools/softrnic_rping: 10 validated pings of 100 bytes; both sides'
+#       data checked: the validating client's verdict, and every line the server printed compared
+#       with the pattern rping's client writes), reject (an MPA reject with private data each way:
+#       dtest's server on siw rejects softrnic_connect; softrnic_connect rejects rping on siw)
+#       perftest_send_lat, perftest_write_bw, perftest_read_bw (perftest's ib_send_lat -s 64,
+#       ib_write_bw / ib_read_bw -s 4096 (-o 4), -R -n 5 -F on siw against
+#       BUILD_DIR/tools/softrnic_perftest: perftest's exit status and result line, no perftest
+#       error line but the cosmetic "Failed to disconnect RDMA CM", softrnic_perftest's data
+#       verdict, and for bw the report both sides print equal: the client's figures, sent over
+#       the control connection)
 # --ia-params  appended to the softrnic line's ia_params ("wire=tcp ip=10.99.0.1 ..."), e.g.
 #              "mpa_crc=0", "mpa_rev=1", "mpa_p2p=0"
 # --rdmavm     the referee (default: <source dir>/../shared/tools/rdmavm)
@@ -95,8 +105,83 @@ case $tool in
     ok_cli='End of Work -- Client Exiting'   # plus: no error line on either side (below)
     ok_srv='Server: Transaction Test Finished for this client'
     ;;
+  rping)
+    # rdma-core's rping on siw (rdma_cm port 7174); softrnic's side is tools/softrnic_rping, which
+    # speaks rping's exchange through softrnic's own API. Both validate: the client compares the
+    # buffer the server wrote back with what it sent (-V), the server's printed ping data (-v)
+    # is compared here with rping's pattern.
+    rping_n=10 rping_size=100
+    ropts_="-C $rping_n -S $rping_size -V -v"
+    srv="rping -s -a ADDR $ropts_" cli="rping -c -a ADDR $ropts_"
+    h_srv="$build/tools/softrnic_rping -s -a ADDR $ropts_ MPAOPTS"
+    h_cli="$build/tools/softrnic_rping -c -a ADDR --local $HOST_IP $ropts_ MPAOPTS"
+    srv_ready_port=7174
+    ok_srv="^server ping data: rdma-ping-$((rping_n - 1)): "
+    ok_cli="^ping data: rdma-ping-$((rping_n - 1)): "
+    h_ok_srv="softrnic_rping: served $rping_n pings, data validated"
+    h_ok_cli="softrnic_rping: $rping_n pings, data validated"
+    ;;
+  reject)
+    # An MPA reject with private data, each way. softrnic client: OFA dapl's dtest server on siw
+    # rejects a request whose private data is not its pattern (dtest.c: "Error with CONNECT
+    # REQUEST private data", dat_cr_reject), and OFA's cma provider puts its 4-byte header
+    # 02 00 02 00 in every reject: BUILD_DIR/tools/softrnic_connect must receive exactly that.
+    # softrnic server: softrnic_connect rejects rping's request with private data; rping reports
+    # RDMA_CM_EVENT_REJECTED (it prints no private data: the capture must show it in the reject).
+    reject_pd=736f6674726e69632073617973206e6f   # "softrnic says no"
+    srv="dtest -s -P IA -b 65536 -B 10" cli="rping -c -a ADDR -C 1 -S 100 -v"
+    # dtest's server hands its parameters over its side channel (TCP 15828) first; read them
+    h_cli="bash -c 'timeout 20 head -c 1 </dev/tcp/ADDR/15828 >/dev/null && exec $build/tools/softrnic_connect -a ADDR -p 45248 --local $HOST_IP --pdata-zeros 48 --expect rejected --expect-pdata 02000200 MPAOPTS'"
+    h_srv="$build/tools/softrnic_connect --listen -a ADDR -p 7174 --reject $reject_pd MPAOPTS"
+    srv_ready_port=15828 gate_port=45248
+    ok_srv='Error with CONNECT REQUEST private data' ok_cli='cma event RDMA_CM_EVENT_REJECTED'
+    h_ok_cli='rejected by the peer, private data \(4 bytes\): 02000200$'
+    h_ok_srv="rejected the request of 10\.99\.0\.2:[0-9]+ .*ours 16 bytes: $reject_pd"
+    ;;
+  perftest_send_lat|perftest_write_bw|perftest_read_bw)
+    # perftest 4.5-0.17 with -R: a control rdma_cm connection (56-byte Sends), then the data
+    # connection on the same port; softrnic's side is tools/softrnic_perftest. -F: the TCG
+    # guest's clock fails perftest's CPU frequency check otherwise (bw tools exit before the end).
+    # Each tool its own port, so that a stale listener cannot answer the next test.
+    pt_tool=${tool#perftest_} pt_n=5
+    case $pt_tool in
+      send_lat) pt_port=18515 pt_size=64 pt_extra="" ;;
+      write_bw) pt_port=18516 pt_size=4096 pt_extra="" ;;
+      read_bw) pt_port=18517 pt_size=4096 pt_extra=" -o 4" ;;
+    esac
+    popts_="-R -d siw0 -p $pt_port -n $pt_n -s $pt_size$pt_extra -F"
+    srv="ib_$pt_tool $popts_" cli="ib_$pt_tool $popts_ ADDR"
+    hopts_="-p $pt_port -n $pt_n -S $pt_size$pt_extra"
+    h_srv="$build/tools/softrnic_perftest $pt_tool -s -a ADDR $hopts_ MPAOPTS"
+    # read_bw client: softrnic's pattern is RDMA-Written into perftest's buffer first (its MR is
+    # REMOTE_WRITE too on iWARP), so that every Read has a known answer
+    pt_prime=""; [[ $pt_tool == read_bw ]] && pt_prime=" --prime-remote"
+    h_cli="$build/tools/softrnic_perftest $pt_tool -c ADDR --local $HOST_IP $hopts_ --connect-retry 30$pt_prime MPAOPTS"
+    srv_ready_port=$pt_port   # perftest prints its banner before it listens
+    # perftest's result line (REPORT_FMT_LAT / REPORT_FMT; inf/nan when its clock is off)
+    num_='[-+0-9.a-z]+'
+    if [[ $pt_tool == send_lat ]]; then
+      ok_srv="^ $pt_size +$pt_n +$num_([[:space:]]+$num_){6}"
+    else
+      ok_srv="^ $pt_size +$pt_n +$num_([[:space:]]+$num_){2}[[:space:]]*$"
+    fi
+    ok_cli=$ok_srv
+    pt_h="softrnic_perftest: $pt_tool %s: $pt_n x $pt_size B, "
+    case $pt_tool in
+      send_lat)
+        pt_v="data verified \\($pt_n messages of exactly $pt_size B, identical payloads\\)$"
+        h_ok_srv="$(printf "$pt_h" server)$pt_v" h_ok_cli="$(printf "$pt_h" client)$pt_v" ;;
+      write_bw)
+        h_ok_srv="$(printf "$pt_h" server)data verified \\($pt_size bytes written in 1 range\\(s\\), the fill replaced, the rest and the guards intact\\)$"
+        h_ok_cli="$(printf "$pt_h" client)completions verified \\($pt_n Writes of $pt_size B completed" ;;
+      read_bw)
+        h_ok_srv="$(printf "$pt_h" server)data served \\([0-9]+ B of softrnic's pattern, unchanged; [0-9]+ frames"
+        h_ok_cli="$(printf "$pt_h" client)data verified \\($pt_n Reads of $pt_size B, each returned the pattern written first\\)$" ;;
+    esac
+    ;;
   *) usage;;
 esac
+: "${h_srv:=$srv}" "${h_cli:=$cli}" "${h_ok_srv:=$ok_srv}" "${h_ok_cli:=$ok_cli}"
 # fill_in CMD IA ADDR
 fill_in() { local c=${1//IA/$2}; echo "${c//ADDR/$3}"; }
 
@@ -104,7 +189,7 @@ fill_in() { local c=${1//IA/$2}; echo "${c//ADDR/$3}"; }
 [[ $(id -u) == 0 ]] || skip "needs root (the referee VM uses a network namespace and tap devices)"
 [[ -x $rdmavm/run.sh && -x $rdmavm/build.sh ]] || skip "no referee VM at $rdmavm"
 [[ -e /dev/net/tun ]] || skip "/dev/net/tun missing (tap devices unavailable)"
-for t in "${srv%% *}" "${cli%% *}"; do
+for t in "${h_srv%% *}" "${h_cli%% *}"; do
   command -v "$t" >/dev/null || skip "$t not installed on the host (apt-get install dapl2-utils)"
 done
 cache=${RDMAVM_CACHE:-/var/cache/rdmavm}
@@ -182,14 +267,25 @@ for ia in "$OUR_IA" "$SIW_IA"; do
   echo "$ia u2.0 nonthreadsafe default $lib dapl.2.0 \"$line_params\" \"\""
 done >"$conf"
 
+# softrnic_rping takes the MPA settings the DAT tools take from ia_params
+mpaopts=""
+for kv in $extra; do
+  case $kv in
+    mpa_rev=*) mpaopts+=" --mpa-rev ${kv#*=}" ;;
+    mpa_crc=0) mpaopts+=" --no-crc" ;;
+    mpa_p2p=0) mpaopts+=" --no-p2p" ;;
+  esac
+done
+h_srv=${h_srv//MPAOPTS/$mpaopts} h_cli=${h_cli//MPAOPTS/$mpaopts}
+[[ $tool == reject && $role == softrnic_server ]] && srv_ready_port=7174
 if [[ $role == softrnic_client ]]; then
-  g_cmd=$(fill_in "$srv" "$SIW_IA" "") h_cmd=$(fill_in "$cli" "$OUR_IA" "$GUEST_IP")
+  g_cmd=$(fill_in "$srv" "$SIW_IA" "$GUEST_IP") h_cmd=$(fill_in "$h_cli" "$OUR_IA" "$GUEST_IP")
   g_quit="" h_quit=$([[ -n $quit ]] && fill_in "$quit" "$OUR_IA" "$GUEST_IP" || true)
-  g_ok=$ok_srv h_ok=$ok_cli
+  g_ok=$ok_srv h_ok=$h_ok_cli
 else
-  g_cmd=$(fill_in "$cli" "$SIW_IA" "$HOST_IP") h_cmd=$(fill_in "$srv" "$OUR_IA" "")
+  g_cmd=$(fill_in "$cli" "$SIW_IA" "$HOST_IP") h_cmd=$(fill_in "$h_srv" "$OUR_IA" "$HOST_IP")
   g_quit=$([[ -n $quit ]] && fill_in "$quit" "$SIW_IA" "$HOST_IP" || true) h_quit=""
-  g_ok=$ok_cli h_ok=$ok_srv
+  g_ok=$ok_cli h_ok=$h_ok_srv
 fi
 
 # the guest's job (busybox sh); its tool log goes to the 9p share (/host)
@@ -337,6 +433,113 @@ if [[ $tool == dapltest_* ]]; then
       ok=0; why+=("error line in ${f##*/}: $(grep -Em1 'ERR|[Ee]rror|[Ff]ailed|[Mm]ismatch|[Uu]nexpected' "$f")")
     fi
   done
+fi
+if [[ $tool == rping ]]; then
+  # rping's pattern (librdmacm/examples/rping.c, rping_test_client): "rdma-ping-N: ", then the
+  # characters 65..122 rolling from 65 + N % 58, the buffer's last byte NUL. Every iteration's
+  # line of the server must show exactly that (the server read it by RDMA Read), and the client
+  # must print as many lines (its own -V comparison passed for each).
+  if [[ $role == softrnic_client ]]; then srvlog=$share/guest.log clilog=$work/host.log; else srvlog=$work/host.log clilog=$share/guest.log; fi
+  want=$(python3 - "$rping_n" "$rping_size" <<'PY'
+import sys
+n, size = int(sys.argv[1]), int(sys.argv[2])
+for ping in range(n):
+    s = "rdma-ping-%d: " % ping
+    c = 65 + ping % 58
+    while len(s) < size - 1:
+        s += chr(c); c = 65 if c == 122 else c + 1
+    print("server ping data: " + s)
+PY
+)
+  got=$(grep '^server ping data: ' "$srvlog" 2>/dev/null || true)
+  [[ $got == "$want" ]] || { ok=0; why+=("the server's ping data differ from rping's pattern ($(diff <(echo "$want") <(echo "$got") | head -3 | tr '\n' ' '))"); }
+  nc=$(grep -c '^ping data: rdma-ping-' "$clilog" 2>/dev/null || true)
+  [[ $nc == "$rping_n" ]] || { ok=0; why+=("the client printed $nc ping lines, not $rping_n"); }
+  if grep -Eq 'mismatch|error|failed' "$srvlog" "$clilog" 2>/dev/null; then
+    ok=0; why+=("error line: $(grep -Ehm1 'mismatch|error|failed' "$srvlog" "$clilog")")
+  fi
+fi
+if [[ $tool == perftest_* ]]; then
+  # perftest's verdict: exit status 0, no error line (perftest_communication.c, perftest_resources.h;
+  # "Failed to disconnect RDMA CM" when the peer closed first is cosmetic: exit status stays 0)
+  grep -q '^INTEROP-GUEST-TOOL-EXIT 0$' "$work/run.log" \
+    || { ok=0; why+=("perftest's exit status: $(grep -o 'INTEROP-GUEST-TOOL-EXIT.*' "$work/run.log" | head -1)"); }
+  pt_err='Completion with error|Failed status|Failed to|Bad wc status|Couldn.t|Unable to|not compatible|RDMA CM event error|Unexpected CM event|bad event|Can.t produce|failed'
+  pt_bad=$(grep -E "$pt_err" "$share/guest.log" 2>/dev/null | grep -Ev 'Failed to disconnect RDMA CM' || true)
+  [[ -z $pt_bad ]] || { ok=0; why+=("perftest error line: $(head -1 <<<"$pt_bad")"); }
+  grep -q 'Failed to disconnect RDMA CM' "$share/guest.log" 2>/dev/null \
+    && echo "note: perftest printed the cosmetic 'Failed to disconnect RDMA CM' (the peer closed first)"
+  pt_results=$(tr '\t' ' ' <"$share/guest.log" | grep -Ec "$g_ok" || true)
+  [[ $pt_results == 1 ]] || { ok=0; why+=("perftest printed $pt_results result lines, not 1"); }
+  if [[ $tool != perftest_send_lat ]]; then
+    # both sides print the client's report (the server got it over the control connection)
+    pt_g=$(tr '\t' ' ' <"$share/guest.log" | grep -Em1 "$g_ok" | tr -s ' ' || true)
+    pt_hl=$(tr '\t' ' ' <"$work/host.log" | grep -Em1 "$g_ok" | tr -s ' ' || true)
+    [[ -n $pt_g && $pt_g == "$pt_hl" ]] || { ok=0; why+=("the bw reports differ: perftest '$pt_g', softrnic '$pt_hl'"); }
+  fi
+  # Where perftest cannot show what it got (its write_bw buffer allows no read-back, its read_bw
+  # client checks nothing), the capture can: every RDMA Write (softrnic client) or Read Response
+  # (softrnic server) FPDU softrnic sent that tshark decodes must carry softrnic_perftest's
+  # pattern at its offset (byte i: (7 i + 13 (i >> 8) + 0x3c) & 0xff; every operation at offset
+  # 0 with -s 4096, so the lowest Tagged Offset is the buffer's start). Frames tshark cannot
+  # reassemble are left out; a mismatch, or nothing decoded, fails.
+  pt_op=""
+  [[ $tool == perftest_write_bw && $role == softrnic_client ]] && pt_op=0
+  [[ $tool == perftest_read_bw && $role == softrnic_server ]] && pt_op=2
+  if [[ -n $pt_op && -s $work/cap-siw.pcap ]] && command -v tshark >/dev/null; then
+    pt_wire=$(tshark -r "$work/cap-siw.pcap" -Y "iwarp_rdma.opcode == $pt_op && ip.src == $HOST_IP" -T fields \
+                -e iwarp_ddp.tagged_offset -e data.data 2>/dev/null \
+              | python3 -c '
+import sys
+fpdus = []
+for line in sys.stdin:
+    f = line.rstrip("\n").split("\t")
+    if len(f) < 2 or not f[0] or not f[1]:
+        continue
+    for to, data in zip(f[0].split(","), f[1].split(",")):
+        fpdus.append((int(to, 16), bytes.fromhex(data.replace(":", ""))))
+if not fpdus:
+    print("FAIL no FPDU decoded"); sys.exit()
+base = min(to for to, _ in fpdus)
+total = 0
+for to, data in fpdus:
+    for j, b in enumerate(data):
+        i = to - base + j
+        if b != (i * 7 + (i >> 8) * 13 + 0x3c) & 0xff:
+            print("FAIL byte %d of the FPDU at offset %d is 0x%02x" % (j, to - base, b)); sys.exit()
+    total += len(data)
+print("OK %d FPDUs, %d bytes" % (len(fpdus), total))
+')
+    pt_what="RDMA Write"; [[ $pt_op == 2 ]] && pt_what="Read Response"
+    if [[ $pt_wire == OK* ]]; then
+      echo "wire: softrnic's ${pt_what}s carry its pattern: ${pt_wire#OK } (of $((pt_n * pt_size)) sent)"
+    else
+      ok=0; why+=("${pt_what}s on the wire: ${pt_wire#FAIL }")
+    fi
+  fi
+fi
+# What was asked of the MPA exchange must show on the wire: softrnic's requests (as initiator)
+# carry the revision and CRC flag its ia_params name; the replies answer with the same revision.
+if [[ $role == softrnic_client && -s $work/cap-siw.pcap ]] && command -v tshark >/dev/null; then
+  mpa=$(tshark -r "$work/cap-siw.pcap" -Y 'iwarp_mpa.req || iwarp_mpa.rep' -T fields -e ip.src \
+          -e iwarp_mpa.rev -e iwarp_mpa.crc_flag 2>/dev/null | sort | uniq -c | tr -s ' ' | tr '\n\t' '; ')
+  echo "wire: MPA requests/replies (count src rev crc): $mpa"
+  want_rev=2 want_crc=1
+  [[ " $extra " == *" mpa_rev=1 "* ]] && want_rev=1
+  [[ " $extra " == *" mpa_crc=0 "* ]] && want_crc=0
+  bad=$(tshark -r "$work/cap-siw.pcap" -Y "(iwarp_mpa.req && ip.src == $HOST_IP && (iwarp_mpa.rev != $want_rev || iwarp_mpa.crc_flag != $want_crc)) || (iwarp_mpa.rep && iwarp_mpa.rev != $want_rev)" 2>/dev/null | wc -l)
+  [[ $bad == 0 ]] || { ok=0; why+=("$bad MPA frames differ from revision $want_rev / CRC flag $want_crc"); }
+fi
+if [[ $tool == reject && $role == softrnic_server ]]; then
+  # the reject as it crossed the wire: MPA reply with the R flag, our private data behind the
+  # RFC 6581 IRD/ORD header (siw's requests are enhanced)
+  rej=$(tshark -r "$work/cap-siw.pcap" -Y 'iwarp_mpa.rep && iwarp_mpa.rej_flag == 1' -T fields \
+          -e iwarp_mpa.privatedata 2>/dev/null | tr -d ':' | head -1)
+  if [[ $rej == ????????"$reject_pd" ]]; then
+    echo "wire: MPA reply with the reject flag, private data $rej"
+  else
+    ok=0; why+=("no MPA reject carrying $reject_pd in the capture (saw '${rej}')")
+  fi
 fi
 if [[ $ok == 1 ]]; then
   passed=1

@@ -16,12 +16,13 @@ WIRECHECK=$REPO/../shared/tools/wirecheck
 PY=/usr/bin/python3
 PROVIDER=softrnic_iwarp_tcp
 PORT=45248            # dtest's conn_qual 0xb0c0: the TCP port over MPA
-CAPTURE_PACKETS=2000
+CAPTURE_PACKETS=100000  # per direction: the whole run (about 6000 each), so neither record ends first
 
 skip() { echo "SKIPPED: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "needs root to capture on lo"
 command -v tshark >/dev/null || skip "tshark not installed"
 command -v dumpcap >/dev/null || skip "dumpcap not installed"
+command -v mergecap >/dev/null || skip "mergecap not installed"
 command -v dtest >/dev/null || skip "dtest (dapl2-utils) not installed"
 [ -x "$PY" ] || skip "$PY not installed"
 [ -f "$WIRECHECK/validate.py" ] || skip "no $WIRECHECK/validate.py (../shared beside the repository)"
@@ -52,7 +53,7 @@ IN_C=(ip netns exec "$ns_c" env SOFTRNIC_NETDEV=ip=10.79.0.2)
 export DAT_OVERRIDE=$BUILD_DIR/dat.conf
 [ -f "$DAT_OVERRIDE" ] || { echo "FAIL: $DAT_OVERRIDE not found"; exit 1; }
 tmp=$(mktemp -d /tmp/softrnic_mpa_capture.XXXXXX)
-cap_pid="" server_pid=""
+cap_pid="" cap_c_pid="" server_pid=""
 stop_pid() {
   local pid=$1 sig=$2 i
   [ -n "$pid" ] || return 0
@@ -65,6 +66,7 @@ cleanup() {
   local rc=$?
   stop_pid "$server_pid" TERM
   stop_pid "$cap_pid" INT
+  stop_pid "$cap_c_pid" INT
   teardown_ns
   if [ "${SOFTRNIC_KEEP_CAPTURE:-0}" = 1 ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
   exit "$rc"
@@ -79,6 +81,7 @@ again() {
     trap - EXIT
     stop_pid "$server_pid" TERM
     stop_pid "$cap_pid" INT
+    stop_pid "$cap_c_pid" INT
     teardown_ns
     rm -rf "$tmp"
     ATTEMPT=$((${ATTEMPT:-1} + 1)) exec "$0" "$@"
@@ -101,10 +104,20 @@ wait_for() {
   return 1
 }
 
+# Each direction is captured where it leaves: on a veth the receiving end records a segment when
+# the receiving CPU's backlog delivers it, and a sender that moves between CPUs lands its segments
+# on both backlogs, so the receive side's record can show a burst out of order (TCP reorders
+# them; tshark cannot). The sending end records them in the order TCP sent them. One dumpcap per
+# namespace, each keeping its own side's packets, merged by time afterwards.
 cap=$tmp/cap.pcap
-ip netns exec "$ns_s" dumpcap -i srt_mpa_a$$ -f "tcp port $PORT" -c "$CAPTURE_PACKETS" -B 128 -P -w "$cap" 2>"$tmp/capture.err" &
+ip netns exec "$ns_s" dumpcap -i srt_mpa_a$$ -f "src host 10.79.0.1 and tcp port $PORT" -c "$CAPTURE_PACKETS" -B 256 -P \
+  -w "$tmp/cap_s.pcap" 2>"$tmp/capture.err" &
 cap_pid=$!
-wait_for "$tmp/capture.err" "File: $cap" 10 "$cap_pid" || fail "dumpcap did not start capturing"
+ip netns exec "$ns_c" dumpcap -i srt_mpa_b$$ -f "src host 10.79.0.2 and tcp port $PORT" -c "$CAPTURE_PACKETS" -B 256 -P \
+  -w "$tmp/cap_c.pcap" 2>"$tmp/capture_c.err" &
+cap_c_pid=$!
+wait_for "$tmp/capture.err" "File: $tmp/cap_s.pcap" 10 "$cap_pid" || fail "dumpcap did not start capturing"
+wait_for "$tmp/capture_c.err" "File: $tmp/cap_c.pcap" 10 "$cap_c_pid" || fail "dumpcap did not start capturing"
 
 timeout -k 5 180 "${IN_S[@]}" stdbuf -oL -eL dtest -s -P "$PROVIDER" -b 65536 -B 10 >"$tmp/server.log" 2>&1 &
 server_pid=$!
@@ -124,8 +137,11 @@ server_pid=""
 grep -qF "DAPL Test Complete. PASSED" "$tmp/server.log" || fail "dtest server did not pass"
 grep -qF "DAPL Test Complete. PASSED" "$tmp/client.log" || fail "dtest client did not pass"
 echo "dtest over $PROVIDER: server and client PASSED"
+sleep 1  # dumpcap reads the kernel's buffer in batches: what is still there when it stops is lost
 stop_pid "$cap_pid" INT
-cap_pid=""
+stop_pid "$cap_c_pid" INT
+cap_pid="" cap_c_pid=""
+mergecap -F pcap -w "$cap" "$tmp/cap_s.pcap" "$tmp/cap_c.pcap" || fail "mergecap failed"
 [ -s "$cap" ] || fail "empty capture"
 
 if ! "$PY" "$WIRECHECK/validate.py" "$cap" --iwarp --allow-mpa-v2 >"$tmp/validate.log" 2>&1; then

@@ -8,6 +8,7 @@
 //   client: Sends {rdma_buf addr, rkey, size}
 //   server: RDMA Writes its rdma_buf (strlen + 1 bytes) into the client's rdma_buf, Sends "done"
 //   client: -V compares rdma_buf with start_buf
+//   (with -V, softrnic's server also checks that each Read brought rping's ping N, whole)
 // Messages are struct rping_rdma_info { __be64 buf; __be32 rkey; __be32 size; } (16 bytes).
 // The connection is rdma_cm's: over iWARP the rdma_cm port (rping's 7174) is the TCP port; no
 // private data.
@@ -108,6 +109,18 @@ class Rping {
   std::uint8_t* rdma_buf() { return start_buf() + o_.size; }
   std::uint64_t addr_of(const void* p) const { return reinterpret_cast<std::uintptr_t>(p); }
 
+  // rping's ping N (rping_test_client): "rdma-ping-N: ", then the characters 'A'..'z' rolling
+  // from 'A' + N % 58, the buffer's last byte NUL.
+  void fill_pattern(std::uint8_t* buf, int n) const {
+    char* s = reinterpret_cast<char*>(buf);
+    const int cc = std::snprintf(s, o_.size, "rdma-ping-%d: ", n);
+    for (std::uint32_t i = static_cast<std::uint32_t>(cc), c = static_cast<std::uint32_t>(n); i + 1 < o_.size; ++i) {
+      s[i] = static_cast<char>('A' + c % 58);
+      if (++c % 58 == 0) c = 0;
+    }
+    s[o_.size - 1] = 0;
+  }
+
   int fail(const std::string& why) {
     std::fprintf(stderr, "softrnic_rping: %s\n", why.c_str());
     return 1;
@@ -155,9 +168,11 @@ class Rping {
   }
 
   // The peer's next message (and a receive posted again for the one after).
-  bool recv(Info& info) {
+  // quiet: the peer's close (a flushed receive) is expected, not an error to report
+  bool recv(Info& info, bool quiet = false) {
     Wc wc;
     if (!poll(rcq_, wc)) return false;
+    if (quiet && wc.status != WcStatus::success) return false;
     if (wc.status != WcStatus::success || wc.byte_len != sizeof(Info)) {
       fail("bad receive: " + std::string(to_string(wc.status)) + ", " + std::to_string(wc.byte_len) + " bytes");
       return false;
@@ -217,6 +232,15 @@ class Rping {
       const std::uint32_t len = std::min<std::uint32_t>(ntohl(adv.size_be), o_.size);
       if (!post(SendOpcode::rdma_read, rdma_buf(), len, ntohl(adv.rkey_be), be64(adv.buf_be))) return false;
       if (o_.verbose) std::printf("server ping data: %s\n", reinterpret_cast<const char*>(rdma_buf()));
+      if (o_.validate) {
+        // The server's check: what the Read brought is rping's ping n, whole.
+        std::vector<std::uint8_t> want(o_.size);
+        fill_pattern(want.data(), n);
+        if (len != o_.size || std::memcmp(want.data(), rdma_buf(), len) != 0) {
+          std::fprintf(stderr, "data mismatch in ping %d (%u bytes read)!\n", n, len);
+          return false;
+        }
+      }
       if (!send_info(rdma_buf(), o_.size)) return false;  // go on
       Info sink;
       if (!recv(sink)) return false;
@@ -224,20 +248,23 @@ class Rping {
       if (!post(SendOpcode::rdma_write, rdma_buf(), std::min(wlen, len), ntohl(sink.rkey_be), be64(sink.buf_be)))
         return false;
       if (!send_info(rdma_buf(), o_.size)) return false;  // done
-      if (o_.count && n + 1 >= o_.count) return true;
+      if (o_.count && n + 1 >= o_.count) {
+        std::printf("softrnic_rping: served %d pings%s\n", o_.count, o_.validate ? ", data validated" : "");
+        std::fflush(stdout);
+        // As rping's server, leave the disconnect to the client: a server that closes right
+        // behind its last Send races rping's client, which reposts its receive after that Send
+        // completes; siw flushes the receive queue when the FIN arrives, and a receive posted
+        // after that flush never completes, so the client's CQ thread never ends.
+        Info extra;
+        if (recv(extra, true)) return fail("the client sent more than " + std::to_string(o_.count) + " pings") == 0;
+        return true;
+      }
     }
   }
 
   bool ping() {
     for (int n = 0; !o_.count || n < o_.count; ++n) {
-      // As rping: "rdma-ping-N: " then a rolling printable pattern, NUL-terminated.
-      char* s = reinterpret_cast<char*>(start_buf());
-      int cc = std::snprintf(s, o_.size, "rdma-ping-%d: ", n);
-      for (std::uint32_t i = static_cast<std::uint32_t>(cc), c = static_cast<std::uint32_t>(n); i + 1 < o_.size; ++i) {
-        s[i] = static_cast<char>('A' + c % 58);
-        if (++c % 58 == 0) c = 0;
-      }
-      s[o_.size - 1] = 0;
+      fill_pattern(start_buf(), n);
       std::memset(rdma_buf(), 0, o_.size);
       if (!send_info(start_buf(), o_.size)) return false;
       Info go;

@@ -1,0 +1,229 @@
+// softrnic_connect: one iWARP (MPA/TCP) connection set-up through softrnic's own RNIC API, and
+// what came of it. A connectivity probe for a siw host or an iWARP NIC (as rdma-core's
+// rdma_client or ucmatose are for rdma_cm), and the softrnic side of the reject interop tests.
+//
+//   softrnic_connect -a ADDR -p PORT [--local IP] [--pdata HEX | --pdata-zeros N]
+//                    [--expect established|rejected] [--expect-pdata HEX]
+//       connects to ADDR:PORT with the given private data and prints the outcome:
+//         softrnic_connect: established, private data (N bytes): HEX
+//         softrnic_connect: rejected by the peer, private data (N bytes): HEX
+//         softrnic_connect: failed: <event> <reason>
+//   softrnic_connect --listen -a IP -p PORT --reject HEX [--count N]
+//       listens and rejects each of the next N connection requests (default 1) with that private
+//       data, printing "softrnic_connect: rejected the request of IP:PORT (private data N bytes: HEX)"
+// MPA: --mpa-rev 1|2, --no-crc, --no-p2p (as the ia_params keys mpa_rev, mpa_crc, mpa_p2p).
+// Exit status: 0 when the outcome is the one --expect names (and --expect-pdata matches), or when
+// every request was rejected; 1 otherwise; 2 for bad arguments.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "softrnic/rnic.hpp"
+
+using namespace softrnic;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::optional<std::vector<std::uint8_t>> from_hex(const std::string& s) {
+  auto nib = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (s.size() % 2) return std::nullopt;
+  std::vector<std::uint8_t> v;
+  for (std::size_t i = 0; i < s.size(); i += 2) {
+    const int h = nib(s[i]), l = nib(s[i + 1]);
+    if (h < 0 || l < 0) return std::nullopt;
+    v.push_back(static_cast<std::uint8_t>(h << 4 | l));
+  }
+  return v;
+}
+
+std::string to_hex(const std::vector<std::uint8_t>& v) {
+  std::string s;
+  char b[3];
+  for (const std::uint8_t x : v) {
+    std::snprintf(b, sizeof b, "%02x", x);
+    s += b;
+  }
+  return s;
+}
+
+struct Options {
+  bool listen = false;
+  std::string addr, local = "127.0.0.1";
+  std::uint16_t port = 0;
+  std::vector<std::uint8_t> pdata;
+  std::string expect = "established";
+  std::optional<std::vector<std::uint8_t>> expect_pdata;
+  int count = 1;
+  int timeout_s = 20;
+  MpaConfig mpa;
+};
+
+int fail(const std::string& why) {
+  std::fprintf(stderr, "softrnic_connect: %s\n", why.c_str());
+  return 1;
+}
+
+class Session {
+ public:
+  explicit Session(const Options& o) : o_(o) {}
+
+  int run() {
+    DeviceConfig cfg;
+    cfg.wire = Wire::tcp;
+    cfg.mpa = o_.mpa;
+    cfg.netdev.ip = o_.listen ? o_.addr : o_.local;
+    std::string e;
+    dev_ = Device::open(cfg, e);
+    if (!dev_) return fail("cannot open the RNIC: " + e);
+    return o_.listen ? serve() : connect();
+  }
+
+ private:
+  int connect() {
+    Pd* pd = dev_->alloc_pd();
+    Cq* cq = dev_->create_cq(4, nullptr);
+    QpInit init;
+    init.pd = pd;
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.max_send_wr = init.max_recv_wr = 4;
+    init.max_sge = 1;
+    init.on_event = [this](Qp*, const CmEvent& ev) {
+      std::lock_guard lk(mu_);
+      events_.push_back(ev);
+      cv_.notify_all();
+    };
+    Qp* qp = nullptr;
+    if (dev_->create_qp(init, qp) != Status::ok) return fail("cannot create the QP");
+    std::uint32_t ip = 0;
+    if (!netdev::parse_ipv4(o_.addr, ip)) return fail("bad address " + o_.addr);
+    const auto timeout = std::chrono::seconds(o_.timeout_s);
+    if (const Status s = dev_->connect(qp, NetAddr{ip, 0}, o_.port, o_.pdata, timeout); s != Status::ok)
+      return fail("connect: " + std::string(to_string(s)));
+    CmEvent ev;
+    {
+      std::unique_lock lk(mu_);
+      if (!cv_.wait_for(lk, timeout + 5s, [&] { return !events_.empty(); })) return fail("no answer");
+      ev = events_.front();
+    }
+    std::string outcome;
+    switch (ev.type) {
+      case CmEventType::established:
+        std::printf("softrnic_connect: established, private data (%zu bytes): %s\n", ev.private_data.size(),
+                    to_hex(ev.private_data).c_str());
+        outcome = "established";
+        dev_->disconnect(qp, true);
+        break;
+      case CmEventType::rejected:
+        std::printf("softrnic_connect: rejected by the peer, private data (%zu bytes): %s\n", ev.private_data.size(),
+                    to_hex(ev.private_data).c_str());
+        outcome = "rejected";
+        break;
+      default:
+        std::printf("softrnic_connect: failed: %s %s\n", std::string(to_string(ev.type)).c_str(), ev.reason.c_str());
+        outcome = std::string(to_string(ev.type));
+        for (char& c : outcome)
+          if (c == ' ') c = '_';  // as --expect names it
+    }
+    std::fflush(stdout);
+    if (outcome != o_.expect) return fail("expected " + o_.expect + ", got " + outcome);
+    if (o_.expect_pdata && *o_.expect_pdata != ev.private_data)
+      return fail("expected private data " + to_hex(*o_.expect_pdata) + ", got " + to_hex(ev.private_data));
+    return 0;
+  }
+
+  int serve() {
+    std::deque<std::pair<ConnRequest*, ConnRequestInfo>> reqs;
+    if (dev_->listen(o_.port, [&](ConnRequest* r, const ConnRequestInfo& info) {
+          std::lock_guard lk(mu_);
+          reqs.emplace_back(r, info);
+          cv_.notify_all();
+        }) != Status::ok)
+      return fail("cannot listen on port " + std::to_string(o_.port));
+    std::printf("softrnic_connect: listening on %s:%u\n", o_.addr.c_str(), o_.port);
+    std::fflush(stdout);
+    for (int n = 0; n < o_.count; ++n) {
+      std::pair<ConnRequest*, ConnRequestInfo> r;
+      {
+        std::unique_lock lk(mu_);
+        if (!cv_.wait_for(lk, std::chrono::seconds(o_.timeout_s), [&] { return !reqs.empty(); }))
+          return fail("no connection request");
+        r = reqs.front();
+        reqs.pop_front();
+      }
+      if (const Status s = dev_->reject(r.first, o_.pdata); s != Status::ok)
+        return fail("reject: " + std::string(to_string(s)));
+      std::printf("softrnic_connect: rejected the request of %s (its private data %zu bytes: %s; ours %zu bytes: %s)\n",
+                  netdev::to_string(r.second.remote).c_str(), r.second.private_data.size(),
+                  to_hex(r.second.private_data).c_str(), o_.pdata.size(), to_hex(o_.pdata).c_str());
+      std::fflush(stdout);
+    }
+    std::this_thread::sleep_for(500ms);  // the reject's frame and FIN leave before the device closes
+    return 0;
+  }
+
+  const Options& o_;
+  std::unique_ptr<Device> dev_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<CmEvent> events_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"softrnic_connect: one iWARP (MPA/TCP) connection set-up through softrnic, and its outcome"};
+  std::string pdata_hex, expect_pdata_hex, reject_hex;
+  std::size_t zeros = 0;
+  int rev = 2;
+  bool no_crc = false, no_p2p = false;
+  app.add_flag("--listen", o.listen, "listen and reject requests instead of connecting");
+  app.add_option("-a", o.addr, "connect: the peer's address; --listen: the address to listen on")->required();
+  app.add_option("-p", o.port, "TCP port (rdma_cm's port over iWARP)")->required();
+  app.add_option("--local", o.local, "connect: the local address");
+  app.add_option("--pdata", pdata_hex, "connect: private data to send (hex)");
+  app.add_option("--pdata-zeros", zeros, "connect: send N zero bytes of private data")->check(CLI::Range(0, 508));
+  app.add_option("--expect", o.expect, "connect: the outcome that makes the exit status 0")
+      ->check(CLI::IsMember({"established", "rejected", "no_listener", "unreachable", "host_unreachable"}));
+  app.add_option("--expect-pdata", expect_pdata_hex, "connect: the private data the answer must carry (hex)");
+  app.add_option("--reject", reject_hex, "--listen: reject with this private data (hex)");
+  app.add_option("--count", o.count, "--listen: requests to reject")->check(CLI::Range(1, 1000));
+  app.add_option("--timeout", o.timeout_s, "seconds to wait for an answer or a request")->check(CLI::Range(1, 3600));
+  app.add_option("--mpa-rev", rev, "MPA revision")->check(CLI::Range(1, 2));
+  app.add_flag("--no-crc", no_crc, "do not ask for MPA CRC");
+  app.add_flag("--no-p2p", no_p2p, "do not offer the peer-to-peer RTR");
+  CLI11_PARSE(app, argc, argv);
+  auto hex = [](const std::string& s, const char* what) {
+    auto v = from_hex(s);
+    if (!v) {
+      std::fprintf(stderr, "softrnic_connect: %s is not an even number of hex digits\n", what);
+      std::exit(2);
+    }
+    return *v;
+  };
+  if (!pdata_hex.empty() && zeros) {
+    std::fprintf(stderr, "softrnic_connect: give --pdata or --pdata-zeros, not both\n");
+    return 2;
+  }
+  o.pdata = o.listen ? hex(reject_hex, "--reject") : hex(pdata_hex, "--pdata");
+  if (zeros) o.pdata.assign(zeros, 0);
+  if (app.count("--expect-pdata")) o.expect_pdata = hex(expect_pdata_hex, "--expect-pdata");
+  o.mpa.revision = static_cast<std::uint8_t>(rev);
+  o.mpa.crc = !no_crc;
+  o.mpa.peer_to_peer = !no_p2p;
+  return Session(o).run();
+}
