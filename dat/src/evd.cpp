@@ -14,50 +14,6 @@ namespace softrnic::dat {
 namespace {
 
 constexpr DAT_COUNT kMaxQlen = kMaxEvdQlen;
-// The longest a waiter that drives the engine blocks in the netdev at once (it is woken sooner
-// by frames, due timers and wake()).
-constexpr std::chrono::microseconds kMaxDriveChunk{100000};
-// The EVD or CNO this thread waits on while it drives the engine (dat_evd_wait, dat_cno_wait): an
-// event for that very object raised in the thread's own round needs no wake() (an eventfd write
-// and read per message over udp), since the waiter looks at it when the round returns. Any other
-// object's waiter is woken as before: it may be about to block in the netdev.
-thread_local const void* t_driving_for = nullptr;
-
-// One step of a waiter (dat_evd_wait, dat_cno_wait) that looked at `obj` under `lk` (its mutex)
-// and found nothing yet; `lk` is held again on return, and the caller looks again. The waiter
-// drives the engine, blocked in the netdev, when no other thread did at its last step: the frame
-// that brings its event wakes this thread directly, not the progress thread that would then wake
-// it. `driving` (the object's waiters in the netdev) tells a signal from another thread, and the
-// calls that end a wait, to wake the netdev instead of `cv`. When another thread drives, it sleeps
-// on `cv` (until signalled or `deadline`) and tries to drive again at the next step.
-void drive_or_sleep(std::unique_lock<std::mutex>& lk, std::condition_variable& cv, std::atomic<int>& driving,
-                    const void* obj, Device* dev, bool infinite, std::chrono::steady_clock::time_point now,
-                    std::chrono::steady_clock::time_point deadline, bool& another_drives) {
-  if (another_drives) {
-    another_drives = false;
-    if (infinite) {
-      cv.wait(lk);
-    } else {
-      cv.wait_until(lk, deadline);
-    }
-    return;
-  }
-  const auto chunk = infinite ? kMaxDriveChunk
-                              : std::min<std::chrono::microseconds>(
-                                    kMaxDriveChunk, std::chrono::ceil<std::chrono::microseconds>(deadline - now));
-  driving++;
-  // A wake() after this (its netdev token may go to the progress thread) keeps the driver from blocking.
-  const std::uint64_t wakes = dev->wakes();
-  lk.unlock();
-  const void* const outer = std::exchange(t_driving_for, obj);  // (a proxy agent may wait within a round)
-  const bool drove = dev->wait_progress(chunk, wakes);
-  t_driving_for = outer;
-  lk.lock();
-  driving--;
-  // Either way the caller looks again before sleeping: while the lock was released an event may
-  // have come, and its signal found no one on cv.
-  another_drives = !drove;
-}
 constexpr int kAllEvdFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG |
                              DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
 
@@ -149,7 +105,6 @@ void drain(Evd& evd) {
 
 void Cno::trigger(Evd* e) {
   DAT_OS_WAIT_PROXY_AGENT a;
-  Device* dev = nullptr;
   {
     std::lock_guard lk(mu);
     triggered = true;
@@ -159,11 +114,8 @@ void Cno::trigger(Evd* e) {
       [[maybe_unused]] const ssize_t n = ::write(fd, &one, sizeof one);  // EAGAIN: already readable
     }
     a = agent;
-    // Read under the lock: once it is released a free may destroy the CNO (the device outlives it).
-    if (driving.load() > 0 && t_driving_for != this) dev = ia->dev.get();  // a dat_cno_wait in the netdev
   }
-  cv.notify_all();
-  if (dev) dev->wake();
+  chan->notify();
   // The wait proxy agent (dat_cno_create, dat_cno_modify_agent) hears of every trigger.
   if (a.proxy_agent_func) a.proxy_agent_func(a.instance_data, e);
 }
@@ -179,20 +131,16 @@ Evd* Cno::take() {
 }
 
 void Evd::wake_waiter() {
-  cv.notify_all();
-  if (driving.load() > 0) ia->dev->wake();
+  chan->interrupt();
 }
 
 void Evd::signal() {
   Cno* c = nullptr;
-  bool drives = false;
   {
     std::lock_guard lk(mu);
     if (!waiter && enabled) c = cno.load();
-    drives = driving.load(std::memory_order_relaxed) > 0;
   }
-  cv.notify_all();
-  if (drives && t_driving_for != this) ia->dev->wake();
+  chan->notify();
   if (c) c->trigger(this);
 }
 
@@ -210,7 +158,7 @@ void Evd::post(const DAT_EVENT& ev) {
 }
 
 Evd* new_evd(Ia* ia, DAT_COUNT qlen, Cno* cno, DAT_EVD_FLAGS flags) {
-  Evd* evd = make<Evd>(ia, ia->provider);
+  Evd* evd = make<Evd>(ia, ia->provider, ia->dev->create_channel());
   evd->flags = flags;
   evd->qlen = qlen;
   evd->cno = cno;
@@ -340,7 +288,6 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
     evd->waiter = true;
   }
   const bool infinite = timeout == DAT_TIMEOUT_INFINITE;
-  Device* const dev = evd->ia->dev.get();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(infinite ? 0 : timeout);
   std::unique_lock el(evd->mu);
   DAT_RETURN ret;
@@ -370,14 +317,14 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, 
       ret = err(DAT_TIMEOUT_EXPIRED);
       break;
     }
-    drive_or_sleep(el, evd->cv, evd->driving, evd, dev, infinite, now, deadline, another_drives);
+    evd->chan->wait_step(el, infinite ? std::nullopt : std::optional(deadline), another_drives);
   }
   // A free_evd may be waiting for us to leave: once the lock is released it may destroy the
   // EVD, so nothing of it is touched after that (the device pointer is taken first).
   Ia* ia = evd->ia;
   const bool overflow = std::exchange(evd->overflow_pending, false);
   evd->waiter = false;
-  evd->cv.notify_all();
+  evd->chan->cv().notify_all();
   el.unlock();
   if (reaped) ia->dev->srq_reaped(reaped, 1);
   report_overflow(ia, evd, overflow);  // compares and passes the pointer only
@@ -389,7 +336,7 @@ void free_evd(Evd* evd) {
     std::unique_lock el(evd->mu);
     evd->dead = true;
     evd->wake_waiter();
-    evd->cv.wait(el, [&] { return !evd->waiter; });
+    evd->chan->cv().wait(el, [&] { return !evd->waiter; });
   }
   if (evd->cq) evd->ia->dev->destroy_cq(evd->cq);
   if (Cno* c = evd->cno.load()) c->evd_refs--;
@@ -495,7 +442,7 @@ DAT_RETURN cno_create(DAT_IA_HANDLE h, DAT_OS_WAIT_PROXY_AGENT agent, DAT_CNO_HA
   Ia* ia = get<Ia>(h, Kind::ia);
   if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-  Cno* cno = make<Cno>(ia, ia->provider);
+  Cno* cno = make<Cno>(ia, ia->provider, ia->dev->create_channel());
   cno->agent = agent;
   *out = cno;
   return DAT_SUCCESS;
@@ -511,7 +458,7 @@ DAT_RETURN cno_fd_create(DAT_IA_HANDLE h, DAT_FD* fd, DAT_CNO_HANDLE* out) {
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   const int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (efd < 0) return err(DAT_INSUFFICIENT_RESOURCES);
-  Cno* cno = make<Cno>(ia, ia->provider);
+  Cno* cno = make<Cno>(ia, ia->provider, ia->dev->create_channel());
   cno->fd = efd;
   *fd = efd;
   *out = cno;
@@ -568,10 +515,8 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE h, DAT_TIMEOUT timeout, DAT_EVD_HANDLE* evd_o
     std::lock_guard cl(cno->mu);
     cno->waiters++;
   }
-  // As dat_evd_wait: the waiter drives the engine itself (drive_or_sleep). A trigger from another
-  // thread and dat_cno_free wake the netdev while `driving`.
+  // As dat_evd_wait: the waiter drives the engine itself (the CNO's completion channel).
   const bool infinite = timeout == DAT_TIMEOUT_INFINITE;
-  Device* const dev = cno->ia->dev.get();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(infinite ? 0 : timeout);
   std::unique_lock cl(cno->mu);
   DAT_RETURN ret;
@@ -591,10 +536,10 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE h, DAT_TIMEOUT timeout, DAT_EVD_HANDLE* evd_o
       ret = err(DAT_TIMEOUT_EXPIRED);
       break;
     }
-    drive_or_sleep(cl, cno->cv, cno->driving, cno, dev, infinite, now, deadline, another_drives);
+    cno->chan->wait_step(cl, infinite ? std::nullopt : std::optional(deadline), another_drives);
   }
   cno->waiters--;
-  cno->cv.notify_all();  // under the lock: free_cno may destroy the CNO once it is released
+  cno->chan->cv().notify_all();  // under the lock: free_cno may destroy the CNO once it is released
   return ret;
 }
 
@@ -602,9 +547,8 @@ void free_cno(Cno* cno) {
   {
     std::unique_lock cl(cno->mu);
     cno->dead = true;
-    cno->cv.notify_all();
-    if (cno->driving > 0) cno->ia->dev->wake();
-    cno->cv.wait(cl, [&] { return cno->waiters == 0; });
+    cno->chan->interrupt();
+    cno->chan->cv().wait(cl, [&] { return cno->waiters == 0; });
     if (cno->fd >= 0) ::close(cno->fd);
     cno->fd = -1;
   }

@@ -119,9 +119,9 @@ struct Lmr : Obj {
 };
 
 struct Cno : Obj {
-  Cno() : Obj(Kind::cno) {}
+  explicit Cno(std::unique_ptr<CompletionChannel> c) : Obj(Kind::cno), chan(std::move(c)) {}
   std::mutex mu;
-  std::condition_variable cv;
+  std::unique_ptr<CompletionChannel> chan;  // where dat_cno_wait waits (the device's engine)
   bool triggered = false;
   Evd* trigger_evd = nullptr;
   int waiters = 0;
@@ -129,20 +129,19 @@ struct Cno : Obj {
   DAT_OS_WAIT_PROXY_AGENT agent{};  // called on every trigger (guarded by mu)
   int fd = -1;                      // dat_cno_fd_create: an eventfd readable while the CNO is triggered
   std::atomic<int> evd_refs{0};
-  std::atomic<int> driving{0};  // dat_cno_waits about to drive or driving the engine, in the netdev (under mu)
   void trigger(Evd* e);
   // Takes the trigger (caller holds mu): the EVD that triggered, or nullptr.
   Evd* take();
 };
 
 struct Evd : Obj {
-  Evd() : Obj(Kind::evd) {}
+  explicit Evd(std::unique_ptr<CompletionChannel> c) : Obj(Kind::evd), chan(std::move(c)) {}
   DAT_EVD_FLAGS flags{};
   DAT_COUNT qlen = 0;
   Cq* cq = nullptr;  // DTO EVDs
   std::atomic<Cno*> cno{nullptr};
   std::mutex mu;
-  std::condition_variable cv;
+  std::unique_ptr<CompletionChannel> chan;  // where dat_evd_wait waits (the device's engine)
   // Non-DTO events, and DTO events drained from the CQ; `srq` names the SRQ whose buffer a
   // receive completion used, so taking the event off counts as reaping it.
   struct Queued {
@@ -155,7 +154,6 @@ struct Evd : Obj {
   std::array<Wc, 32> wc_scratch;
   std::atomic<std::size_t> queued{0};  // q.size(), stored under mu after each change: read without it
   std::atomic<bool> waiter{false};     // written under mu
-  std::atomic<int> driving{0};         // the waiter drives the engine, blocked in the netdev (under mu)
   bool dead = false;
   bool enabled = true;
   bool waitable = true;
@@ -169,7 +167,7 @@ struct Evd : Obj {
   void post(const DAT_EVENT& ev);
   // Wakes a waiter or triggers the CNO (after the CQ gained an entry).
   void signal();
-  // Wakes the waiter, wherever it waits (on cv, or in the netdev while it drives the engine).
+  // Wakes the waiter, wherever it waits (on the channel, or in the netdev while it drives the engine).
   void wake_waiter();
 };
 

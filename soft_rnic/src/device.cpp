@@ -7,6 +7,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "completion_channel.hpp"
 #include "engine.hpp"
 #include "mpa.hpp"
 #include "objects.hpp"
@@ -64,6 +65,22 @@ constexpr std::chrono::milliseconds kCloseDrain{1000};
 std::uint32_t random_qpn() {
   return randombytes_random() & 0xFFFFFF;
 }
+
+// The public face of the engine's completion channel.
+class Channel final : public CompletionChannel {
+ public:
+  explicit Channel(engine::Engine& e) : ch_(e) {}
+  void wait_step(std::unique_lock<std::mutex>& lk, std::optional<Clock::time_point> deadline,
+                 bool& another_drives) override {
+    ch_.wait_step(lk, deadline, another_drives);
+  }
+  void notify() override { ch_.notify(); }
+  void interrupt() override { ch_.interrupt(); }
+  std::condition_variable& cv() override { return ch_.cv(); }
+
+ private:
+  engine::CompletionChannel ch_;
+};
 
 class DeviceImpl final : public Device {
  public:
@@ -480,11 +497,7 @@ class DeviceImpl final : public Device {
   }
 
   // ---- Progress (the engine's) ----
-  bool wait_progress(std::chrono::microseconds max, std::uint64_t wakes_seen) override {
-    return engine_->wait_progress(max, wakes_seen);
-  }
-  void wake() override { engine_->wake(); }
-  std::uint64_t wakes() const override { return engine_->wakes(); }
+  std::unique_ptr<CompletionChannel> create_channel() override { return std::make_unique<Channel>(*engine_); }
   bool progress(std::chrono::microseconds drive_for) override { return engine_->progress(drive_for); }
   bool consumer_polling() const override { return engine_->consumer_polling(); }
 

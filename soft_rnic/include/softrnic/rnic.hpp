@@ -8,9 +8,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -258,6 +260,31 @@ struct QpCounters {
   std::uint64_t spurious_retransmits = 0;  // found out afterwards (acknowledged too soon after)
 };
 
+// A completion channel (ibv_comp_channel's place): where consumer threads that block wait for
+// one object's completions and events (a DAT EVD or CNO). A waiter becomes the thread that drives
+// the device's engine while it waits, blocked in the netdev, instead of sleeping until the
+// progress thread wakes it: the frame that brings its event wakes it directly (one thread
+// hand-off per message instead of two). The consumer's object keeps what is waited for under its
+// own mutex, the `lk` of wait_step.
+class CompletionChannel {
+ public:
+  using Clock = std::chrono::steady_clock;
+  virtual ~CompletionChannel() = default;
+  // One step of a waiter that looked under `lk` and found nothing yet; `lk` is held again on
+  // return and the caller looks again. It drives the engine (until a frame, a due timer,
+  // notify(), `deadline` or 100 ms) unless another thread did at its last step; then it sleeps
+  // until notified or `deadline`. `another_drives` is the waiter's state across its steps (false
+  // at the first).
+  virtual void wait_step(std::unique_lock<std::mutex>& lk, std::optional<Clock::time_point> deadline,
+                         bool& another_drives) = 0;
+  // What a waiter looks for happened (any thread, the object's mutex released): wakes the waiters.
+  virtual void notify() = 0;
+  // Ends every wait (the object goes away or cannot be waited on), wherever its waiters are.
+  virtual void interrupt() = 0;
+  // For waits on the object's other state (its waiters leaving), under the object's mutex.
+  virtual std::condition_variable& cv() = 0;
+};
+
 class Device {
  public:
   // Opens a device on the configured netdev and starts its progress thread.
@@ -334,18 +361,9 @@ class Device {
   virtual bool progress(std::chrono::microseconds drive_for = std::chrono::microseconds(2000)) = 0;
   // Whether the progress thread now leaves the engine to a consumer that said it polls.
   virtual bool consumer_polling() const = 0;
-  // For a consumer that blocks (dat_evd_wait, dat_cno_wait): the caller becomes the thread that drives the
-  // engine while it waits, instead of sleeping until the progress thread wakes it (one thread
-  // hand-off per message instead of two). Blocks in the netdev until a frame may be ready, a
-  // timer is due, wake() is called or `max` passes, then runs one round of the engine. False at
-  // once when another thread is driving this way (the caller waits as before). `wakes_seen` is
-  // wakes() as the caller read it when it last found nothing to wait for: a wake() since then
-  // (which may have been taken by another thread blocked in the netdev) does not block.
-  virtual bool wait_progress(std::chrono::microseconds max, std::uint64_t wakes_seen) = 0;
-  // Ends a wait_progress in another thread early (its consumer has something to look at).
-  virtual void wake() = 0;
-  // How many wake() calls there were so far.
-  virtual std::uint64_t wakes() const = 0;
+  // For consumers that block (dat_evd_wait, dat_cno_wait): a completion channel of this device's
+  // engine (CompletionChannel above). One per object that is waited on.
+  virtual std::unique_ptr<CompletionChannel> create_channel() = 0;
 
   virtual Status post_send(Qp* qp, const SendWr& wr) = 0;
   virtual Status post_recv(Qp* qp, const RecvWr& wr) = 0;

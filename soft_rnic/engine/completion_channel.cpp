@@ -1,0 +1,57 @@
+#include "completion_channel.hpp"
+
+#include <utility>
+
+namespace softrnic::engine {
+
+namespace {
+// The longest a waiter that drives the engine blocks in the netdev at once (it is woken sooner by
+// frames, due timers and notify()).
+constexpr std::chrono::microseconds kMaxDriveChunk{100000};
+// The channel this thread waits on while it drives the engine: an event for that very channel
+// raised in the thread's own round needs no netdev wake. Any other channel's waiter is woken as
+// usual: it may be about to block in the netdev.
+thread_local const CompletionChannel* t_driving_for = nullptr;
+}  // namespace
+
+void CompletionChannel::wait_step(std::unique_lock<std::mutex>& lk, std::optional<Clock::time_point> deadline,
+                                  bool& another_drives) {
+  if (another_drives) {
+    another_drives = false;
+    if (deadline) {
+      cv_.wait_until(lk, *deadline);
+    } else {
+      cv_.wait(lk);
+    }
+    return;
+  }
+  auto chunk = kMaxDriveChunk;
+  if (deadline) {
+    const auto left = std::chrono::ceil<std::chrono::microseconds>(*deadline - Clock::now());
+    chunk = std::clamp(left, std::chrono::microseconds(0), kMaxDriveChunk);
+  }
+  driving_++;
+  // A wake() after this (its netdev token may go to the progress thread) keeps the driver from
+  // blocking.
+  const std::uint64_t wakes = e_.wakes();
+  lk.unlock();
+  const CompletionChannel* const outer = std::exchange(t_driving_for, this);  // (a proxy agent may wait within a round)
+  const bool drove = e_.wait_progress(chunk, wakes);
+  t_driving_for = outer;
+  lk.lock();
+  driving_--;
+  another_drives = !drove;
+}
+
+void CompletionChannel::notify() {
+  const bool wake_netdev = driving_.load() > 0 && t_driving_for != this;
+  cv_.notify_all();
+  if (wake_netdev) e_.wake();
+}
+
+void CompletionChannel::interrupt() {
+  cv_.notify_all();
+  if (driving_.load() > 0) e_.wake();
+}
+
+}  // namespace softrnic::engine
