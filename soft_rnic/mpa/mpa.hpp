@@ -24,6 +24,7 @@
 #include "softrnic/netdev/netdev.hpp"
 #include "softrnic/wire/mpa.hpp"
 #include "timer_queue.hpp"
+#include "transport.hpp"
 
 namespace softrnic::mpa {
 
@@ -108,12 +109,12 @@ struct Request final : ConnRequest {
 // The TCP port of a conn_qual (OFA dapl's cma mapping); 0 for none.
 std::uint16_t port_of(std::uint64_t conn_qual);
 
-class Mpa final : public Transport, public iwarp::LowerLayer, public engine::Pollable {
+class Mpa final : public iwarp::Transport, public engine::Pollable {
  public:
   Mpa(Ctx& ctx, netdev::StreamNetdev& nd, const Settings& s);
   ~Mpa() override;
 
-  // core::Transport
+  // core::Transport (issue, acked_pos and fatal: iwarp::Transport)
   std::unique_ptr<TransportQp> make_qp_state() override { return std::make_unique<Conn>(); }
   void reset(Qp& qp) override;
   void destroy(Qp& qp) override;
@@ -124,16 +125,11 @@ class Mpa final : public Transport, public iwarp::LowerLayer, public engine::Pol
   Status accept(ConnRequest* req, Qp& qp, std::span<const std::uint8_t> pd) override;
   Status reject(ConnRequest* req, std::span<const std::uint8_t> pd) override;
   Status disconnect(Qp& qp, bool graceful) override;
-  void issue(Qp& qp, const WaitingWr& w) override { rdmap_.issue(qp, w); }
   void kick(Qp& qp) override { pump(qp); }
   Pos tx_pos(const Qp& qp) const override { return conn(qp).tx_queued; }
-  Pos acked_pos(const Qp& qp) const override { return conn(qp).tx_done; }
   void send_queue_drained(Qp& qp) override { graceful_close(qp); }
   void flush(Qp& qp) override;
   void closed(Qp& qp) override;
-  void fatal(Qp& qp, Error e, std::string reason, std::optional<Pos> bad) override {
-    rdmap_.terminate(qp, e, reason, bad);
-  }
   void close_all() override;
   bool lingering() const override { return false; }
 
@@ -180,7 +176,6 @@ class Mpa final : public Transport, public iwarp::LowerLayer, public engine::Pol
   Ctx& ctx_;
   netdev::StreamNetdev& nd_;
   Settings set_;
-  iwarp::Rdmap rdmap_;
   struct Listener {
     std::uint64_t conn_qual = 0;
     std::function<void(ConnRequest*, const ConnRequestInfo&)> on_request;

@@ -29,7 +29,7 @@ std::uint16_t port_of(std::uint64_t conn_qual) {
   return static_cast<std::uint16_t>(conn_qual);
 }
 
-Mpa::Mpa(Ctx& ctx, netdev::StreamNetdev& nd, const Settings& s) : ctx_(ctx), nd_(nd), set_(s), rdmap_(ctx, *this) {
+Mpa::Mpa(Ctx& ctx, netdev::StreamNetdev& nd, const Settings& s) : iwarp::Transport(ctx), ctx_(ctx), nd_(nd), set_(s) {
   rx_buf_.resize(64 * 1024);
   events_.resize(64);
 }

@@ -11,7 +11,7 @@ namespace softrnic::rudp {
 
 namespace w = wire;
 
-Rudp::Rudp(Ctx& ctx, netdev::Netdev& nd) : ctx_(ctx), nd_(nd), rdmap_(ctx, *this) {
+Rudp::Rudp(Ctx& ctx, netdev::Netdev& nd) : iwarp::Transport(ctx), ctx_(ctx), nd_(nd) {
   if (sodium_init() < 0) std::abort();  // no randomness source: nothing here can be made safe
   randombytes_buf(cookie_key_.data(), cookie_key_.size());
   rx_bufs_.resize(kRxBurst * nd_.max_datagram());

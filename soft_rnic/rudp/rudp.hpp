@@ -19,6 +19,7 @@
 #include "softrnic/netdev/netdev.hpp"
 #include "softrnic/wire/udp_frame.hpp"
 #include "timer_queue.hpp"
+#include "transport.hpp"
 
 namespace softrnic::rudp {
 
@@ -120,12 +121,12 @@ struct Request final : ConnRequest {
   std::uint32_t peer_ird = 0, peer_ord = 0;
 };
 
-class Rudp final : public Transport, public iwarp::LowerLayer, public engine::Pollable {
+class Rudp final : public iwarp::Transport, public engine::Pollable {
  public:
   Rudp(Ctx& ctx, netdev::Netdev& nd);
   ~Rudp() override;
 
-  // core::Transport
+  // core::Transport (issue, acked_pos and fatal: iwarp::Transport)
   std::unique_ptr<TransportQp> make_qp_state() override;
   void reset(Qp& qp) override;
   void destroy(Qp& qp) override;
@@ -136,16 +137,11 @@ class Rudp final : public Transport, public iwarp::LowerLayer, public engine::Po
   Status accept(ConnRequest* req, Qp& qp, std::span<const std::uint8_t> pd) override;
   Status reject(ConnRequest* req, std::span<const std::uint8_t> pd) override;
   Status disconnect(Qp& qp, bool graceful) override;
-  void issue(Qp& qp, const WaitingWr& w) override { rdmap_.issue(qp, w); }
   void kick(Qp& qp) override { pump_tx(qp); }
   Pos tx_pos(const Qp& qp) const override { return conn(qp).snd_nxt_pos; }
-  Pos acked_pos(const Qp& qp) const override { return conn(qp).snd_una_pos; }
   void send_queue_drained(Qp& qp) override { send_disconnect(qp); }
   void flush(Qp& qp) override;
   void closed(Qp& qp) override;
-  void fatal(Qp& qp, Error e, std::string reason, std::optional<Pos> bad) override {
-    rdmap_.terminate(qp, e, reason, bad);
-  }
   void close_all() override;
   bool lingering() const override { return !lingers_.empty(); }
 
@@ -220,7 +216,6 @@ class Rudp final : public Transport, public iwarp::LowerLayer, public engine::Po
 
   Ctx& ctx_;
   netdev::Netdev& nd_;
-  iwarp::Rdmap rdmap_;
   std::map<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>> listeners_;
   std::vector<Request*> reqs_;
   std::vector<Qp*> ack_list_;

@@ -19,7 +19,8 @@ PORTS=5041-5104
 CAPTURE_PACKETS=3000
 PROVIDER=softrnic_iwarp
 
-skip() { echo "SKIPPED: $*"; exit 77; }
+# shellcheck source=../lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 [ "$(id -u)" -eq 0 ] || skip "needs root to capture on lo"
 command -v tshark >/dev/null || skip "tshark not installed"
 command -v dumpcap >/dev/null || skip "dumpcap not installed"
@@ -32,17 +33,9 @@ export DAT_OVERRIDE=$DAT_CONF
 export SOFTRNIC_STATS=1   # the provider prints its counters (retransmits, duplicates, ...) at IA close
 
 tmp=$(mktemp -d /tmp/softrnic_capture_test.XXXXXX)
+fail() { fail_with "$tmp" "$*" capture.err server.log client.log; }
 cap_pid="" server_pid=""
 
-stop_pid() {  # stop_pid PID SIGNAL: signal one of our background jobs and reap it (bounded)
-  local pid=$1 sig=$2 i
-  [ -n "$pid" ] || return 0
-  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-  kill -"$sig" "$pid" 2>/dev/null || true
-  for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
 cleanup() {
   local rc=$?
   stop_pid "$server_pid" TERM
@@ -57,25 +50,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-fail() {
-  echo "FAIL: $*"
-  local f
-  for f in capture.err server.log client.log; do
-    [ -s "$tmp/$f" ] && { echo "---- $f (tail)"; tail -n 25 "$tmp/$f"; }
-  done
-  exit 1
-}
 
-# wait_for FILE TEXT SECONDS PID: poll FILE for TEXT while PID lives, at most SECONDS
-wait_for() {
-  local file=$1 text=$2 secs=$3 pid=$4 i
-  for i in $(seq 1 $((secs * 10))); do
-    grep -qF "$text" "$file" 2>/dev/null && return 0
-    kill -0 "$pid" 2>/dev/null || { grep -qF "$text" "$file" 2>/dev/null; return; }
-    sleep 0.1
-  done
-  return 1
-}
 
 # 0. another softrnic process on these ports would mix its frames into the capture (and a client
 #    connecting to port 0 would reach the wrong server): wait a little for it to go away

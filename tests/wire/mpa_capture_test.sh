@@ -18,7 +18,8 @@ PROVIDER=softrnic_iwarp_tcp
 PORT=45248            # dtest's conn_qual 0xb0c0: the TCP port over MPA
 CAPTURE_PACKETS=100000  # per direction: the whole run (about 6000 each), so neither record ends first
 
-skip() { echo "SKIPPED: $*"; exit 77; }
+# shellcheck source=../lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 [ "$(id -u)" -eq 0 ] || skip "needs root to capture on lo"
 command -v tshark >/dev/null || skip "tshark not installed"
 command -v dumpcap >/dev/null || skip "dumpcap not installed"
@@ -53,15 +54,8 @@ IN_C=(ip netns exec "$ns_c" env SOFTRNIC_NETDEV=ip=10.79.0.2)
 export DAT_OVERRIDE=$BUILD_DIR/dat.conf
 [ -f "$DAT_OVERRIDE" ] || { echo "FAIL: $DAT_OVERRIDE not found"; exit 1; }
 tmp=$(mktemp -d /tmp/softrnic_mpa_capture.XXXXXX)
+fail() { fail_with "$tmp" "$*" capture.err capture_c.err server.log client.log validate.log; }
 cap_pid="" cap_c_pid="" server_pid=""
-stop_pid() {
-  local pid=$1 sig=$2 i
-  [ -n "$pid" ] || return 0
-  kill -"$sig" "$pid" 2>/dev/null || true
-  for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
 cleanup() {
   local rc=$?
   stop_pid "$server_pid" TERM
@@ -86,22 +80,6 @@ again() {
     rm -rf "$tmp"
     ATTEMPT=$((${ATTEMPT:-1} + 1)) exec "$0" "$@"
   fi
-}
-fail() {
-  echo "FAIL: $*"
-  for f in capture.err server.log client.log validate.log; do
-    [ -s "$tmp/$f" ] && { echo "---- $f (tail)"; tail -n 20 "$tmp/$f"; }
-  done
-  exit 1
-}
-wait_for() {
-  local file=$1 text=$2 secs=$3 pid=$4 i
-  for i in $(seq 1 $((secs * 10))); do
-    grep -qF "$text" "$file" 2>/dev/null && return 0
-    kill -0 "$pid" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
 }
 
 # Each direction is captured where it leaves: on a veth the receiving end records a segment when

@@ -28,9 +28,12 @@
 #include <string_view>
 #include <vector>
 
+#include "peer_common.hpp"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace softrnic::bench;
+using Options = PeerOptions;
 
 constexpr std::uint32_t kMagic = 0x50555253;  // "SRUP"
 constexpr std::size_t kMaxDatagram = 65507;   // IPv4 UDP payload limit
@@ -39,7 +42,6 @@ constexpr std::size_t kMaxWindowBytes = 4u << 20;
 constexpr unsigned kBatch = 64;
 
 enum class Type : std::uint32_t { kHello = 1, kHelloAck = 2, kAck = 3, kFinal = 4 };
-enum class Test : std::uint32_t { kPingpong = 0, kStream = 1 };
 
 // Control datagrams; data datagrams are all zero bytes, so they never carry the magic.
 struct Ctl {
@@ -57,124 +59,6 @@ bool as_ctl(const void* p, ssize_t n, Ctl& c) {
   if (n != static_cast<ssize_t>(sizeof(Ctl))) return false;
   std::memcpy(&c, p, sizeof c);
   return c.magic == kMagic;
-}
-
-struct Options {
-  std::string mode;
-  int port = -1;
-  Test test = Test::kPingpong;
-  bool test_set = false;
-  std::size_t size = 64;
-  std::uint64_t iters = 0, bytes = 0, warmup = 0;
-  bool warmup_set = false;
-  bool busy = true;
-  double timeout_s = 30;
-};
-
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "softrnic_udp_peer: %s\n"
-               "usage: softrnic_udp_peer server --port P [--poll busy|block] [--timeout S]\n"
-               "       softrnic_udp_peer client --port P --test pingpong --size N --iters N [--warmup N]\n"
-               "                                [--poll busy|block] [--timeout S]\n"
-               "       softrnic_udp_peer client --port P --test stream --size N --bytes N [--poll busy|block]\n",
-               why.c_str());
-  std::exit(2);
-}
-
-[[noreturn]] void fail(const std::string& why) {
-  std::fprintf(stderr, "softrnic_udp_peer: %s\n", why.c_str());
-  std::exit(1);
-}
-
-[[noreturn]] void fail_errno(const char* what) {
-  fail(std::string(what) + ": " + std::strerror(errno));
-}
-
-std::uint64_t parse_u64(std::string_view opt, const char* v) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long x = std::strtoull(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || v[0] == '-') usage(std::string(opt) + ": not a number: " + v);
-  return x;
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  if (argc < 2) usage("missing mode (server or client)");
-  o.mode = argv[1];
-  if (o.mode != "server" && o.mode != "client") usage("mode must be server or client, not " + o.mode);
-  for (int i = 2; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (i + 1 >= argc) usage(std::string(a) + " needs a value");
-    const char* v = argv[++i];
-    if (a == "--port") {
-      const auto p = parse_u64(a, v);
-      if (p > 65535) usage("--port out of range");
-      o.port = static_cast<int>(p);
-    } else if (a == "--test") {
-      if (std::string_view(v) == "pingpong") {
-        o.test = Test::kPingpong;
-      } else if (std::string_view(v) == "stream") {
-        o.test = Test::kStream;
-      } else {
-        usage(std::string("--test must be pingpong or stream, not ") + v);
-      }
-      o.test_set = true;
-    } else if (a == "--size") {
-      o.size = parse_u64(a, v);
-    } else if (a == "--iters") {
-      o.iters = parse_u64(a, v);
-    } else if (a == "--warmup") {
-      o.warmup = parse_u64(a, v);
-      o.warmup_set = true;
-    } else if (a == "--bytes") {
-      o.bytes = parse_u64(a, v);
-    } else if (a == "--poll") {
-      if (std::string_view(v) == "busy") {
-        o.busy = true;
-      } else if (std::string_view(v) == "block") {
-        o.busy = false;
-      } else {
-        usage(std::string("--poll must be busy or block, not ") + v);
-      }
-    } else if (a == "--timeout") {
-      char* end = nullptr;
-      o.timeout_s = std::strtod(v, &end);
-      if (end == v || *end != '\0' || !(o.timeout_s > 0) || o.timeout_s > 3600) usage("--timeout: 0 < S <= 3600");
-    } else {
-      usage("unknown option " + std::string(a));
-    }
-  }
-  if (o.port < 0) usage("--port is required");
-  if (o.mode == "client") {
-    if (o.port == 0) usage("client: --port must be the server's port");
-    if (!o.test_set) usage("client: --test is required");
-    if (o.size < 1 || o.size > (o.test == Test::kPingpong ? kMaxDatagram : std::size_t{1} << 30))
-      usage("--size out of range (pingpong: 1..65507)");
-    if (o.test == Test::kPingpong) {
-      if (o.iters < 1 || o.iters > 100'000'000) usage("pingpong: --iters 1..100000000 is required");
-      if (!o.warmup_set) o.warmup = std::min<std::uint64_t>(1000, std::max<std::uint64_t>(10, o.iters / 10));
-    } else if (o.bytes < 1) {
-      usage("stream: --bytes N (N >= 1) is required");
-    }
-  }
-  return o;
-}
-
-double cpu_us() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  const auto us = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec); };
-  return us(ru.ru_utime) + us(ru.ru_stime);
-}
-
-sockaddr_in loopback(int port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
 }
 
 // A UDP socket with large buffers (SO_*BUFFORCE as root, else up to the sysctl limit) and SO_RCVTIMEO as a
@@ -219,10 +103,6 @@ ssize_t recv_until(int fd, void* buf, std::size_t len, bool busy, Clock::time_po
 
 void send_ctl(int fd, const Ctl& c) {
   if (send(fd, &c, sizeof c, 0) != static_cast<ssize_t>(sizeof c)) fail_errno("send control");
-}
-
-Clock::time_point deadline_in(double s) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
 int run_server(const Options& o) {
@@ -460,6 +340,6 @@ int run_client(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+  const Options o = parse_peer_options(argc, argv, "softrnic_udp_peer", kMaxDatagram, std::size_t{1} << 30);
   return o.mode == "server" ? run_server(o) : run_client(o);
 }

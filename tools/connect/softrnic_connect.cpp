@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "mpa_tool.hpp"
 #include "softrnic/rnic.hpp"
 
 using namespace softrnic;
@@ -81,12 +82,8 @@ class Session {
   explicit Session(const Options& o) : o_(o) {}
 
   int run() {
-    DeviceConfig cfg;
-    cfg.wire = Wire::tcp;
-    cfg.mpa = o_.mpa;
-    cfg.netdev.ip = o_.listen ? o_.addr : o_.local;
     std::string e;
-    dev_ = Device::open(cfg, e);
+    dev_ = tools::open_mpa_device(o_.mpa, o_.listen ? o_.addr : o_.local, e);
     if (!dev_) return fail("cannot open the RNIC: " + e);
     return o_.listen ? serve() : connect();
   }
@@ -101,11 +98,7 @@ class Session {
     init.recv_cq = cq;
     init.max_send_wr = init.max_recv_wr = 4;
     init.max_sge = 1;
-    init.on_event = [this](Qp*, const CmEvent& ev) {
-      std::lock_guard lk(mu_);
-      events_.push_back(ev);
-      cv_.notify_all();
-    };
+    init.on_event = events_.sink();
     Qp* qp = nullptr;
     if (dev_->create_qp(init, qp) != Status::ok) return fail("cannot create the QP");
     std::uint32_t ip = 0;
@@ -114,11 +107,8 @@ class Session {
     if (const Status s = dev_->connect(qp, NetAddr{ip, 0}, o_.port, o_.pdata, timeout); s != Status::ok)
       return fail("connect: " + std::string(to_string(s)));
     CmEvent ev;
-    {
-      std::unique_lock lk(mu_);
-      if (!cv_.wait_for(lk, timeout + 5s, [&] { return !events_.empty(); })) return fail("no answer");
-      ev = events_.front();
-    }
+    if (!events_.wait(std::chrono::duration_cast<std::chrono::milliseconds>(timeout + 5s), &ev))
+      return fail("no answer");
     std::string outcome;
     switch (ev.type) {
       case CmEventType::established:
@@ -177,9 +167,9 @@ class Session {
 
   const Options& o_;
   std::unique_ptr<Device> dev_;
-  std::mutex mu_;
+  std::mutex mu_;  // the listener's requests
   std::condition_variable cv_;
-  std::deque<CmEvent> events_;
+  tools::CmEvents events_;
 };
 
 }  // namespace
@@ -189,8 +179,7 @@ int main(int argc, char** argv) {
   CLI::App app{"softrnic_connect: one iWARP (MPA/TCP) connection set-up through softrnic, and its outcome"};
   std::string pdata_hex, expect_pdata_hex, reject_hex;
   std::size_t zeros = 0;
-  int rev = 2;
-  bool no_crc = false, no_p2p = false;
+  tools::MpaOptions mpa;
   app.add_flag("--listen", o.listen, "listen and reject requests instead of connecting");
   app.add_option("-a", o.addr, "connect: the peer's address; --listen: the address to listen on")->required();
   app.add_option("-p", o.port, "TCP port (rdma_cm's port over iWARP)")->required();
@@ -203,9 +192,7 @@ int main(int argc, char** argv) {
   app.add_option("--reject", reject_hex, "--listen: reject with this private data (hex)");
   app.add_option("--count", o.count, "--listen: requests to reject")->check(CLI::Range(1, 1000));
   app.add_option("--timeout", o.timeout_s, "seconds to wait for an answer or a request")->check(CLI::Range(1, 3600));
-  app.add_option("--mpa-rev", rev, "MPA revision")->check(CLI::Range(1, 2));
-  app.add_flag("--no-crc", no_crc, "do not ask for MPA CRC");
-  app.add_flag("--no-p2p", no_p2p, "do not offer the peer-to-peer RTR");
+  mpa.add_to(app);
   CLI11_PARSE(app, argc, argv);
   auto hex = [](const std::string& s, const char* what) {
     auto v = from_hex(s);
@@ -222,8 +209,6 @@ int main(int argc, char** argv) {
   o.pdata = o.listen ? hex(reject_hex, "--reject") : hex(pdata_hex, "--pdata");
   if (zeros) o.pdata.assign(zeros, 0);
   if (app.count("--expect-pdata")) o.expect_pdata = hex(expect_pdata_hex, "--expect-pdata");
-  o.mpa.revision = static_cast<std::uint8_t>(rev);
-  o.mpa.crc = !no_crc;
-  o.mpa.peer_to_peer = !no_p2p;
+  o.mpa = mpa.config();
   return Session(o).run();
 }

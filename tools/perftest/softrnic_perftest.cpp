@@ -53,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "mpa_tool.hpp"
 #include "softrnic/rnic.hpp"
 
 using namespace softrnic;
@@ -172,12 +173,8 @@ class Perftest {
   explicit Perftest(const Options& o) : o_(o) {}
 
   int run() {
-    DeviceConfig cfg;
-    cfg.wire = Wire::tcp;
-    cfg.mpa = o_.mpa;
-    cfg.netdev.ip = o_.server ? o_.listen_addr : o_.local;
     std::string e;
-    dev_ = Device::open(cfg, e);
+    dev_ = tools::open_mpa_device(o_.mpa, o_.server ? o_.listen_addr : o_.local, e);
     if (!dev_) return fail("cannot open the RNIC: " + e);
     if (!setup()) return 1;
     done_ok_ = o_.server ? serve() : drive();
@@ -907,11 +904,8 @@ int main(int argc, char** argv) {
   app.add_flag("--prime-remote", o.prime_remote,
                "read_bw client: RDMA Write softrnic's pattern into the peer's buffer first, check every Read");
   app.add_flag("-v,--verbose", o.verbose, "print each exchange");
-  int rev = 2;
-  bool no_crc = false, no_p2p = false;
-  app.add_option("--mpa-rev", rev, "MPA revision")->check(CLI::Range(1, 2));
-  app.add_flag("--no-crc", no_crc, "do not ask for MPA CRC");
-  app.add_flag("--no-p2p", no_p2p, "do not offer the peer-to-peer RTR");
+  tools::MpaOptions mpa;
+  mpa.add_to(app);
   CLI11_PARSE(app, argc, argv);
   if (o.server == !o.server_addr.empty()) {
     std::fprintf(stderr, "softrnic_perftest: give -s or -c ADDR\n");
@@ -922,8 +916,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.tool = o.tool_name == "send_lat" ? Tool::send_lat : o.tool_name == "write_bw" ? Tool::write_bw : Tool::read_bw;
-  o.mpa.revision = static_cast<std::uint8_t>(rev);
-  o.mpa.crc = !no_crc;
-  o.mpa.peer_to_peer = !no_p2p;
+  o.mpa = mpa.config();
   return Perftest(o).run();
 }

@@ -23,12 +23,12 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "mpa_tool.hpp"
 #include "softrnic/rnic.hpp"
 
 using namespace softrnic;
@@ -63,12 +63,8 @@ class Rping {
   explicit Rping(const Options& o) : o_(o) {}
 
   int run() {
-    DeviceConfig cfg;
-    cfg.wire = Wire::tcp;
-    cfg.mpa = o_.mpa;
-    cfg.netdev.ip = o_.server ? o_.addr : (o_.local.empty() ? "127.0.0.1" : o_.local);
     std::string e;
-    dev_ = Device::open(cfg, e);
+    dev_ = tools::open_mpa_device(o_.mpa, o_.server ? o_.addr : (o_.local.empty() ? "127.0.0.1" : o_.local), e);
     if (!dev_) return fail("cannot open the RNIC: " + e);
     pd_ = dev_->alloc_pd();
     scq_ = dev_->create_cq(64, nullptr);
@@ -82,11 +78,7 @@ class Rping {
     init.max_sge = 1;
     init.ord = 1;  // as rping: responder_resources = initiator_depth = 1
     init.ird = 1;
-    init.on_event = [this](Qp*, const CmEvent& ev) {
-      std::lock_guard lk(mu_);
-      events_.push_back(ev);
-      cv_.notify_all();
-    };
+    init.on_event = events_.sink();
     if (dev_->create_qp(init, qp_) != Status::ok) return fail("cannot create the QP");
     // Buffers: receive and send messages, and the data buffers (rping's start_buf, rdma_buf).
     mem_.assign(2 * sizeof(Info) + 2 * std::size_t{o_.size}, 0);
@@ -126,13 +118,7 @@ class Rping {
     return 1;
   }
 
-  bool wait_event(std::chrono::milliseconds t, CmEvent* out = nullptr) {
-    std::unique_lock lk(mu_);
-    if (!cv_.wait_for(lk, t, [&] { return !events_.empty(); })) return false;
-    if (out) *out = events_.front();
-    events_.pop_front();
-    return true;
-  }
+  bool wait_event(std::chrono::milliseconds t, CmEvent* out = nullptr) { return events_.wait(t, out); }
 
   void post_recv() {
     const Sge s{stag_, addr_of(recv_buf()), sizeof(Info)};
@@ -290,9 +276,7 @@ class Rping {
   Mr* mr_ = nullptr;
   std::uint32_t stag_ = 0;
   std::vector<std::uint8_t> mem_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<CmEvent> events_;
+  tools::CmEvents events_;
 };
 
 }  // namespace
@@ -310,18 +294,13 @@ int main(int argc, char** argv) {
   app.add_flag("-V", o.validate, "validate the data");
   app.add_flag("-v", o.verbose, "print the data");
   app.add_option("--delay-ms", o.delay_ms, "client: wait after the connection before the first Send");
-  int rev = 2;
-  bool no_crc = false, no_p2p = false;
-  app.add_option("--mpa-rev", rev, "MPA revision")->check(CLI::Range(1, 2));
-  app.add_flag("--no-crc", no_crc, "do not ask for MPA CRC");
-  app.add_flag("--no-p2p", no_p2p, "do not offer the peer-to-peer RTR");
+  tools::MpaOptions mpa;
+  mpa.add_to(app);
   CLI11_PARSE(app, argc, argv);
   if (o.server == o.client) {
     std::fprintf(stderr, "softrnic_rping: give -s or -c\n");
     return 2;
   }
-  o.mpa.revision = static_cast<std::uint8_t>(rev);
-  o.mpa.crc = !no_crc;
-  o.mpa.peer_to_peer = !no_p2p;
+  o.mpa = mpa.config();
   return Rping(o).run();
 }
