@@ -26,6 +26,8 @@ DAT_DTO_COMPLETION_STATUS map_status(WcStatus s) {
     case WcStatus::remote_access_error: return DAT_DTO_ERR_REMOTE_ACCESS;
     case WcStatus::remote_operation_error: return DAT_DTO_ERR_REMOTE_RESPONDER;
     case WcStatus::transport_error: return DAT_DTO_ERR_TRANSPORT;
+    case WcStatus::remote_invalid_request: return DAT_DTO_ERR_REMOTE_RESPONDER;
+    case WcStatus::rnr_retry_exceeded: return DAT_DTO_ERR_RECEIVER_NOT_READY;
   }
   return DAT_DTO_ERR_TRANSPORT;
 }

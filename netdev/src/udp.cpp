@@ -117,10 +117,18 @@ class UdpNetdev final : public Netdev {
     local_ = NetAddr{ep.address().to_v4().to_uint(), ep.port()};
     // Only now (the port is ours) may per-peer sockets share it.
     const int one = 1;
-    share_port_ = ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) == 0;
+    // (Not with DF: no per-peer sockets then, and another process must not share the port.)
+    share_port_ = !cfg.dont_fragment && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) == 0;
     // ICMP errors for datagrams sent from the unconnected socket too (a connection request to a
     // port where nothing listens, a host that is gone): read from its error queue.
     ::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
+    if (cfg.dont_fragment) {
+      const int pmtu = IP_PMTUDISC_DO;
+      if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0) {
+        error = std::string("udp netdev: IP_MTU_DISCOVER: ") + std::strerror(errno);
+        return false;
+      }
+    }
     socket_buffer_ = want;
     poll_fds_.assign({fd});
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -27,6 +27,14 @@ struct Fault {
 std::optional<Fault> scatter(Ctx& ctx, const Pd* pd, std::span<const Sge> sgl, std::uint64_t off,
                              std::span<const std::uint8_t> payload, Access need, const char* what);
 
+// `len` bytes of the scatter list `sgl` from byte `off`, for transmission: one span straight from
+// registered memory when one SGE holds them, else gathered into `scratch`. Every region is
+// checked again at each read (a consumer may free a region a posted work request still names,
+// and then nothing may be read from it): nullopt when one is gone or unmapped.
+std::optional<std::span<const std::uint8_t>> gather(Ctx& ctx, const Pd* pd, std::span<const Sge> sgl,
+                                                    std::uint64_t off, std::size_t len,
+                                                    std::vector<std::uint8_t>& scratch);
+
 // ---- receive queue ----
 Status make_recv(Ctx& ctx, Pd* pd, const RecvWr& wr, RecvWqe& r);
 void srq_completed(Srq* srq);
@@ -39,6 +47,9 @@ bool check_watermarks(Qp& qp);
 std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::uint64_t mo,
                                     std::span<const std::uint8_t> payload, bool last, std::uint32_t inv_stag,
                                     bool invalidate, Pos pos);
+// Whether a Send with this MSN finds a buffer (posted, or one the SRQ can give now). RoCE answers
+// an RNR NAK instead of placing when it does not.
+bool recv_buffer_ready(const Qp& qp, std::uint32_t msn);
 // Completes receives in MSN order: the front buffer when its message is whole and everything
 // before its last segment has been delivered (`delivered`: every position below it).
 void complete_receives(Ctx& ctx, Qp& qp, Pos delivered);
@@ -49,6 +60,9 @@ void complete_receives(Ctx& ctx, Qp& qp, Pos delivered);
 bool can_issue(const Qp& qp, const WaitingWr& w);
 // Issues the waiting requests at the head of sq_wait that may go now, in order.
 void issue_waiting(Qp& qp);
+// An RDMA Read goes on the wire: its ReadOut (where the response goes) joins reads_out. One sink
+// SGE is named as it is; a scatter list by an internal STag over it (TO from 0).
+ReadOut& begin_read(Qp& qp, const WaitingWr& w);
 // Completes send-queue entries in posting order: a Send or Write when everything before
 // `acked` is acknowledged and covers its last segment, an RDMA Read when its response is whole.
 void complete_sends(Qp& qp, Pos acked);

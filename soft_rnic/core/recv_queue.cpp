@@ -138,6 +138,14 @@ std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::ui
   return std::nullopt;
 }
 
+bool recv_buffer_ready(const Qp& qp, std::uint32_t msn) {
+  const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(msn - qp.recv_msn));
+  if (idx < 0) return false;
+  const auto slot = static_cast<std::size_t>(idx);
+  const bool posted = slot < qp.rq.size() && qp.rq[slot].allocated;
+  return posted || (qp.init.srq && slot < kMaxMsnAhead && !qp.init.srq->q.empty());
+}
+
 void complete_receives(Ctx& ctx, Qp& qp, Pos delivered) {
   while (!qp.rq.empty()) {
     const RecvWqe& f = qp.rq.front();

@@ -1,9 +1,40 @@
 // The send queue: ORD gating and read fences, completion in posting order; placement of what
 // comes back for it or at it from the peer (RDMA Write data, Read Responses).
+#include <algorithm>
+
 #include "queues.hpp"
 #include "user_mem.hpp"
 
 namespace softrnic {
+
+std::optional<std::span<const std::uint8_t>> gather(Ctx& ctx, const Pd* pd, std::span<const Sge> sgl,
+                                                    std::uint64_t off, std::size_t len,
+                                                    std::vector<std::uint8_t>& scratch) {
+  if (len == 0) return std::span<const std::uint8_t>{};
+  const std::size_t total = len;
+  scratch.clear();
+  for (const Sge& g : sgl) {
+    if (len == 0) break;
+    if (off >= g.length) {
+      off -= g.length;
+      continue;
+    }
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - off, len));
+    if (ctx.mrs.check(g.lkey, pd, g.addr + off, n, Access::none) != MrCheck::ok) return std::nullopt;
+    const auto* src = reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(g.addr + off));
+    if (n == total) return std::span<const std::uint8_t>{src, n};
+    const std::size_t at = scratch.size();
+    scratch.resize(at + n);
+    if (!guarded_copy(scratch.data() + at, src, n)) {
+      ctx.ctr.memory_faults++;
+      return std::nullopt;
+    }
+    len -= n;
+    off = 0;
+  }
+  if (len != 0) return std::nullopt;  // the list is shorter than asked
+  return std::span<const std::uint8_t>{scratch};
+}
 
 bool can_issue(const Qp& qp, const WaitingWr& w) {
   if (w.opcode == SendOpcode::rdma_read && qp.reads_out.size() >= qp.ord) return false;
@@ -21,6 +52,17 @@ void issue_waiting(Qp& qp) {
   if (any) qp.transport->kick(qp);
   if (qp.sq_wait.empty() && qp.cm == CmPhase::disconnecting && qp.state == QpState::rts)
     qp.transport->send_queue_drained(qp);
+}
+
+ReadOut& begin_read(Qp& qp, const WaitingWr& w) {
+  const bool scattered = w.sgl->size() > 1;
+  Sge sink = w.sgl->empty() ? Sge{} : (*w.sgl)[0];
+  if (scattered) {
+    qp.next_read_stag = qp.next_read_stag % (kMaxInternalStag - 1) + 1;
+    sink = Sge{qp.next_read_stag, 0, static_cast<std::uint32_t>(w.total)};
+  }
+  return qp.reads_out.emplace_back(ReadOut{sink.lkey, sink.addr, static_cast<std::uint32_t>(w.total), 0, 0, false,
+                                           w.wqe, w.sink_access, scattered ? w.sgl : SglRef{}});
 }
 
 void complete_sends(Qp& qp, Pos acked) {

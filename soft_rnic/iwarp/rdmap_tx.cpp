@@ -15,23 +15,15 @@ void Rdmap::issue(Qp& qp, const WaitingWr& wr) {
   wqe.sgl = wr.sgl;
   const std::uint64_t total = wr.total;
   if (wr.opcode == SendOpcode::rdma_read) {
-    // One sink SGE is named as it is; a scatter list by an internal STag over it (TO from 0).
-    const bool scattered = wr.sgl->size() > 1;
-    Sge sink = wr.sgl->empty() ? Sge{} : (*wr.sgl)[0];
-    if (scattered) {
-      qp.next_read_stag = qp.next_read_stag % (kMaxInternalStag - 1) + 1;
-      sink = Sge{qp.next_read_stag, 0, static_cast<std::uint32_t>(total)};
-    }
+    const ReadOut& rd = begin_read(qp, wr);
     std::uint8_t h[sizeof(w::DdpUntaggedHdr)];
     const std::size_t hl =
         w::encode_untagged(h, w::RdmapOpcode::read_request, true, w::kQnReadRequest, s.read_msn++, 0);
-    const w::ReadRequestHdr rr{w::Be32(sink.lkey), w::Be64(sink.addr), w::Be32(static_cast<std::uint32_t>(total)),
+    const w::ReadRequestHdr rr{w::Be32(rd.sink_stag), w::Be64(rd.sink_to), w::Be32(static_cast<std::uint32_t>(total)),
                                w::Be32(wr.rkey), w::Be64(wr.remote_addr)};
     lower_.send_segment(
         qp, {std::span<const std::uint8_t>(h, hl), {reinterpret_cast<const std::uint8_t*>(&rr), sizeof rr}}, {}, 0, 0);
     wqe.end_pos = lower_.tx_pos(qp);
-    qp.reads_out.push_back(ReadOut{sink.lkey, sink.addr, static_cast<std::uint32_t>(total), 0, 0, false, &wqe,
-                                   wr.sink_access, scattered ? wr.sgl : SglRef{}});
     return;
   }
   const bool write = wr.opcode == SendOpcode::rdma_write;

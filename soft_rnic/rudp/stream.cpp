@@ -39,35 +39,9 @@ void Rudp::send_segment(Qp& qp, std::initializer_list<std::span<const std::uint8
   }
 }
 
-// The payload of `f` as one span: straight from registered memory when one SGE holds it,
-// else gathered into tx_gather_.
-// Every region is checked again at each read: a consumer may free an LMR a posted work request
-// still names, and then nothing may be read from it. nullopt when a region is gone.
 std::optional<std::span<const std::uint8_t>> Rudp::payload_of(const Qp& qp, const SeqFrame& f) {
   if (f.len == 0) return std::span<const std::uint8_t>{};
-  std::uint64_t off = f.sgl_off;
-  std::size_t left = f.len;
-  tx_gather_.clear();
-  for (const Sge& g : *f.sgl) {
-    if (left == 0) break;
-    if (off >= g.length) {
-      off -= g.length;
-      continue;
-    }
-    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - off, left));
-    if (ctx_.mrs.check(g.lkey, qp.init.pd, g.addr + off, n, Access::none) != MrCheck::ok) return std::nullopt;
-    const auto* src = reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(g.addr + off));
-    if (n == f.len) return std::span<const std::uint8_t>{src, n};
-    const std::size_t at = tx_gather_.size();
-    tx_gather_.resize(at + n);
-    if (!guarded_copy(tx_gather_.data() + at, src, n)) {
-      ctx_.ctr.memory_faults++;
-      return std::nullopt;
-    }
-    left -= n;
-    off = 0;
-  }
-  return std::span<const std::uint8_t>{tx_gather_};
+  return gather(ctx_, qp.init.pd, *f.sgl, f.sgl_off, f.len, tx_gather_);
 }
 
 // What our frames acknowledge: the cumulative receive point, held below the frame that made us

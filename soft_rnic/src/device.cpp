@@ -12,6 +12,7 @@
 #include "mpa.hpp"
 #include "objects.hpp"
 #include "queues.hpp"
+#include "roce.hpp"
 #include "rudp.hpp"
 #include "user_mem.hpp"
 
@@ -40,6 +41,8 @@ std::string_view to_string(WcStatus s) {
     case WcStatus::remote_access_error: return "remote access error";
     case WcStatus::remote_operation_error: return "remote operation error";
     case WcStatus::transport_error: return "transport error";
+    case WcStatus::remote_invalid_request: return "remote invalid request";
+    case WcStatus::rnr_retry_exceeded: return "RNR retry exceeded";
   }
   return "?";
 }
@@ -86,6 +89,12 @@ class DeviceImpl final : public Device {
  public:
   DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd) : ctx_(cfg, Limits{}), dnd_(std::move(nd)) {
     if (sodium_init() < 0) std::abort();  // no randomness source: nothing here can be made safe
+    if (cfg.wire == Wire::roce) {
+      auto r = std::make_unique<roce::Roce>(ctx_, *dnd_);
+      roce_ = r.get();
+      start(std::move(r), *dnd_);
+      return;
+    }
     ctx_.cfg.wire = Wire::udp;
     start(std::make_unique<rudp::Rudp>(ctx_, *dnd_), *dnd_);
   }
@@ -343,6 +352,18 @@ class DeviceImpl final : public Device {
     return qp->transport->disconnect(*qp, graceful);
   }
 
+  Status roce_local(const Qp* qp, RoceEndpoint& out) const override {
+    std::lock_guard lk(mu_);
+    if (!roce_) return Status::invalid_state;
+    out = roce_->local(*qp);
+    return Status::ok;
+  }
+  Status roce_connect(Qp* qp, const RoceEndpoint& remote, std::uint32_t ord, std::uint32_t ird) override {
+    std::lock_guard lk(mu_);
+    if (!roce_) return Status::invalid_state;
+    return roce_->connect_oob(*qp, remote, ord, ird);
+  }
+
   // ---- Data path ----
   Status post_recv(Qp* qp, const RecvWr& wr) override {
     std::lock_guard lk(mu_);
@@ -526,6 +547,7 @@ class DeviceImpl final : public Device {
   std::unique_ptr<netdev::Netdev> dnd_;        // the datagram netdev (wire udp), or
   std::unique_ptr<netdev::StreamNetdev> snd_;  // the stream netdev (wire tcp)
   std::unique_ptr<Transport> transport_;
+  roce::Roce* roce_ = nullptr;            // transport_, when the wire is RoCEv2
   engine::Pollable* pollable_ = nullptr;  // the transport, as the engine drives it
   netdev::Waitable* waitable_ = nullptr;
   std::unique_ptr<engine::Engine> engine_;
@@ -551,7 +573,13 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string& error
     if (!snd) return nullptr;
     return std::make_unique<DeviceImpl>(cfg, std::move(snd));
   }
-  auto nd = netdev::make_netdev(cfg.netdev, error);
+  netdev::NetdevConfig ndc = cfg.netdev;
+  if (cfg.wire == Wire::roce) {
+    // Every RoCEv2 node receives on one port (4791): a free port elsewhere reaches no peer.
+    ndc.port_fixed = true;
+    ndc.dont_fragment = true;  // the ICRC covers the IP ID (0 for such datagrams)
+  }
+  auto nd = netdev::make_netdev(ndc, error);
   if (!nd) return nullptr;
   return std::make_unique<DeviceImpl>(cfg, std::move(nd));
 }

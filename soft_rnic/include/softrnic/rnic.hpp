@@ -71,10 +71,11 @@ enum class AllocPolicy : std::uint8_t {
   gap_fill,  // the gap below it is allocated too (allocated 5, span 5)
 };
 
-// The wire iWARP runs over: the project's reliable datagram framing over UDP (the default; the
-// wire where out-of-order arrival is real), or the standard MPA over TCP (RFC 5044/6581), which
-// Linux siw and iWARP NICs speak.
-enum class Wire : std::uint8_t { udp, tcp };
+// The wire: iWARP over the project's reliable datagram framing over UDP (the default; the wire
+// where out-of-order arrival is real), iWARP over the standard MPA over TCP (RFC 5044/6581), which
+// Linux siw and iWARP NICs speak, or RoCEv2 (InfiniBand RC over UDP port 4791), which Linux rxe
+// and RoCE NICs speak.
+enum class Wire : std::uint8_t { udp, tcp, roce };
 
 // What the MPA side asks for in its request or reply (wire tcp).
 struct MpaConfig {
@@ -85,10 +86,22 @@ struct MpaConfig {
   friend bool operator==(const MpaConfig&, const MpaConfig&) = default;
 };
 
+// RoCEv2 (wire roce): the RC QP attributes ibv_modify_qp would set (rdma_cm's and
+// ibv_rc_pingpong's defaults).
+struct RoceConfig {
+  std::uint32_t mtu = 0;          // path MTU, 256..4096; 0: the largest the link carries (1024 on 1500-byte Ethernet)
+  std::uint8_t timeout = 14;      // local ACK timeout: 4.096 us * 2^timeout (14: 67 ms)
+  std::uint8_t retry_cnt = 7;     // retransmissions after a timeout or a NAK before the QP fails
+  std::uint8_t rnr_retry = 7;     // retries after an RNR NAK (7: without limit)
+  std::uint8_t min_rnr_timer = 12;  // the RNR NAK we send asks the peer to wait this long (12: 0.64 ms)
+  friend bool operator==(const RoceConfig&, const RoceConfig&) = default;
+};
+
 struct DeviceConfig {
   netdev::NetdevConfig netdev;
   Wire wire = Wire::udp;
   MpaConfig mpa;                                     // wire tcp
+  RoceConfig roce;                                   // wire roce
   std::chrono::milliseconds connect_timeout{20000};  // default when the caller gives none
   std::chrono::microseconds initial_rto{20000};      // retransmission timeout before an RTT sample
   std::chrono::microseconds min_rto{5000};           // RTO floor (RFC 6298 estimator above it)
@@ -129,6 +142,8 @@ enum class WcStatus : std::uint8_t {
   remote_access_error,
   remote_operation_error,
   transport_error,
+  remote_invalid_request,  // RoCE: the responder refused the request (NAK invalid request)
+  rnr_retry_exceeded,      // RoCE: the peer had no receive buffer through every RNR retry
 };
 std::string_view to_string(WcStatus s);
 
@@ -230,6 +245,16 @@ struct SrqCounts {
 struct RecvCounts {
   std::uint32_t allocated = 0;  // buffers allocated to the QP, not yet completed
   std::uint32_t span = 0;       // MSNs from the next to complete to the highest allocated
+};
+
+// RoCEv2 without connection management, as the rdma-core tools' out-of-band exchanges do it
+// (ibv_rc_pingpong, perftest without -R): each side tells the other its address, QP number and
+// first PSN, and moves its QP to RTS with the other's (roce_connect).
+struct RoceEndpoint {
+  NetAddr addr;            // the IPv4 address (its GID ::ffff:a.b.c.d); port 0: the RoCEv2 port everyone uses (4791)
+  std::uint32_t qpn = 0;   // 24 bits
+  std::uint32_t psn = 0;   // the first PSN this side sends (24 bits)
+  std::uint32_t mtu = 0;   // path MTU in bytes (0: ours)
 };
 
 struct MrInfo {
@@ -349,6 +374,12 @@ class Device {
   virtual Status reject(ConnRequest* req, std::span<const std::uint8_t> private_data) = 0;
   // Graceful: delivers what was posted, then closes. Abrupt: closes now, flushing.
   virtual Status disconnect(Qp* qp, bool graceful) = 0;
+
+  // RoCEv2 out-of-band connection (wire roce; invalid_state elsewhere): what to tell the peer of
+  // an idle QP, and the move to RTS with what the peer told (ord: RDMA Reads and atomics we may
+  // have outstanding at the peer, its max_dest_rd_atomic; ird: what we accept).
+  virtual Status roce_local(const Qp* qp, RoceEndpoint& out) const = 0;
+  virtual Status roce_connect(Qp* qp, const RoceEndpoint& remote, std::uint32_t ord, std::uint32_t ird) = 0;
 
   // Runs one round of the progress engine in the caller's thread, unless another thread is
   // already running it (for consumers that busy-poll). The caller says it will keep calling for

@@ -252,6 +252,9 @@ struct NetdevConfig {
   // without fragmenting), 1472 elsewhere (one Ethernet frame).
   std::size_t max_datagram = 0;
   std::size_t socket_buffer = 8 << 20;  // SO_RCVBUF / SO_SNDBUF request (udp; forced when root)
+  // Every datagram with DF set and sent from an unconnected socket (udp: no per-peer sockets).
+  // RoCEv2 needs it: its ICRC covers the IP ID, which Linux sets to 0 only for such datagrams.
+  bool dont_fragment = false;
   ImpairPlan impair;                    // applied on send when active()
   std::string pcap;                     // a pcap tap writes every datagram sent and received here
   DpdkConfig dpdk;                      // netdev=dpdk only

@@ -1,0 +1,200 @@
+// RoCEv2 completer (rxe_comp.c): what comes back for our requests. ACKs acknowledge through their
+// PSN; Read responses are placed in PSN order into the Read's sink and acknowledge everything
+// before the Read; NAKs: a PSN sequence error sends again from its PSN (go-back-N), an RNR NAK
+// waits its timer first, the others complete the request in error and break the QP. Requests
+// complete in posting order (core). The ACK timeout retransmits from the oldest unacknowledged
+// PSN, retry_cnt times.
+#include <algorithm>
+
+#include "roce.hpp"
+
+namespace softrnic::roce {
+
+namespace w = wire::roce;
+
+void Roce::on_response(Qp& qp, const w::Packet& p) {
+  RoceQp& s = st(qp);
+  if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+  const Pos psn = ext(s.una_psn, p.psn);
+  if (s.reqs.empty() || psn < s.una_psn) {
+    qp.ctr.rx_duplicates++;
+    ctx_.ctr.rx_duplicates++;
+    return;
+  }
+  if (psn >= s.next_psn) {
+    ctx_.ctr.rx_bad_acks++;  // for nothing we sent
+    return;
+  }
+  const std::uint32_t has = w::op_info(p.opcode).has;
+  if (has & w::kRead) {
+    auto it = std::find_if(s.reqs.begin(), s.reqs.end(),
+                           [&](const ReqWqe& r) { return psn >= r.first_psn && psn < r.first_psn + r.npkts; });
+    if (it == s.reqs.end() || it->kind != ReqKind::read || it->done) {
+      ctx_.ctr.rx_bad_acks++;
+      return;
+    }
+    ReqWqe& r = *it;
+    const Pos want = r.first_psn + r.resp_pkts;
+    if (psn != want) {
+      // A response packet lost (or late): ask again for the rest, once per gap.
+      if (psn > want && s.last_nak_psn != want) {
+        s.last_nak_psn = want;
+        go_back(qp, want);
+      }
+      return;
+    }
+    const std::uint64_t off = static_cast<std::uint64_t>(r.resp_pkts) * s.mtu;
+    const bool last = has & w::kLast;
+    if (p.payload.size() > r.total - off || (!last && p.payload.size() != s.mtu) ||
+        (last && off + p.payload.size() != r.total)) {
+      complete_error(qp, WcStatus::remote_operation_error, "a Read response of the wrong length");
+      return;
+    }
+    s.ack_through = std::max(s.ack_through, r.first_psn);  // everything before the Read
+    if (auto f = place_read_response(ctx_, qp, r.sink_stag, r.sink_to + off, p.payload, psn)) {
+      complete_error(qp, WcStatus::local_protection_error, f->reason);
+      return;
+    }
+    r.resp_pkts++;
+    s.progress_at = Clock::now();
+    s.retry_left = ctx_.cfg.roce.retry_cnt;
+    if (last) {
+      r.done = true;
+      s.tx_psn = std::max(s.tx_psn, r.first_psn + r.npkts);
+    }
+    acknowledged(qp, s.ack_through);
+    return;
+  }
+  if (!(has & w::kAeth) || (has & w::kAtomic)) {
+    ctx_.ctr.rx_bad_acks++;  // atomics: not yet
+    return;
+  }
+  switch (p.syndrome & w::kAethTypeMask) {
+    case w::kAethAck: acknowledged(qp, psn + 1); return;
+    case w::kAethRnrNak: {
+      acknowledged(qp, psn);
+      if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+      if (s.rnr_left == 0) {
+        complete_error(qp, WcStatus::rnr_retry_exceeded, "the peer had no receive buffer through every RNR retry");
+        return;
+      }
+      if (ctx_.cfg.roce.rnr_retry != 7) s.rnr_left--;
+      s.rnr_wait = true;
+      s.rnr_until = Clock::now() + std::chrono::microseconds(w::rnr_timer_us(p.syndrome & 0x1F));
+      s.tx_psn = std::max(psn, s.una_psn);
+      rearm(qp);
+      return;
+    }
+    case w::kNakPsnSeqError& w::kAethTypeMask: break;
+    default: ctx_.ctr.rx_bad_acks++; return;
+  }
+  acknowledged(qp, psn);
+  if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+  switch (p.syndrome) {
+    case w::kNakPsnSeqError:
+      if (s.rnr_wait && psn == s.tx_psn) return;  // the RNR NAK's message: it goes again after the timer
+      // The same NAK again without progress: the retransmission did not get through.
+      if (s.last_nak_psn == psn) {
+        if (s.retry_left == 0) {
+          complete_error(qp, WcStatus::transport_error, "retry count exceeded (PSN sequence error NAKs)");
+          return;
+        }
+        s.retry_left--;
+      }
+      s.last_nak_psn = psn;
+      go_back(qp, psn);
+      return;
+    case w::kNakInvalidRequest:
+    case w::kNakInvalidRdRequest:
+      ctx_.ctr.terminates_received++;
+      complete_error(qp, WcStatus::remote_invalid_request, "the peer sent NAK invalid request");
+      return;
+    case w::kNakRemoteAccess:
+      ctx_.ctr.terminates_received++;
+      complete_error(qp, WcStatus::remote_access_error, "the peer sent NAK remote access error");
+      return;
+    case w::kNakRemoteOperation:
+      ctx_.ctr.terminates_received++;
+      complete_error(qp, WcStatus::remote_operation_error, "the peer sent NAK remote operational error");
+      return;
+    default: ctx_.ctr.rx_bad_acks++; return;
+  }
+}
+
+// Everything below `through` is acknowledged (not a Read's response, which only its packets
+// bring): requests done in order leave, the send queue completes, the window opens.
+void Roce::acknowledged(Qp& qp, Pos through) {
+  RoceQp& s = st(qp);
+  s.ack_through = std::max(s.ack_through, through);
+  const Pos before = s.una_psn;
+  while (!s.reqs.empty()) {
+    ReqWqe& r = s.reqs.front();
+    if (r.kind != ReqKind::read && r.first_psn + r.npkts <= s.ack_through) r.done = true;
+    if (!r.done) break;
+    s.reqs.pop_front();
+  }
+  if (s.reqs.empty()) {
+    s.una_psn = s.next_psn;
+  } else {
+    const ReqWqe& r = s.reqs.front();
+    s.una_psn = r.kind == ReqKind::read ? r.first_psn + r.resp_pkts : std::max(r.first_psn, s.ack_through);
+  }
+  s.tx_psn = std::max(s.tx_psn, s.una_psn);
+  if (s.una_psn != before) {
+    s.progress_at = Clock::now();
+    s.retry_left = ctx_.cfg.roce.retry_cnt;
+    s.last_nak_psn = ~Pos{0};
+  }
+  // Reads complete when their whole response is placed ("delivered" through the last packet).
+  complete_reads(qp, s.una_psn, s.una_psn);
+  complete_sends(qp, s.una_psn);
+  if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+  if (s.reqs.empty()) {
+    timers_.cancel(qp.qpn);
+    if (qp.cm == CmPhase::disconnecting && qp.sq_wait.empty()) send_queue_drained(qp);
+    return;
+  }
+  pump(qp);
+  rearm(qp);
+}
+
+// The request at the head of the send queue failed: it completes with `status`, the rest are
+// flushed, the QP breaks.
+void Roce::complete_error(Qp& qp, WcStatus status, std::string reason) {
+  complete_sends(qp, st(qp).una_psn);
+  if (!qp.sq.empty()) {
+    const SendWqe& f = qp.sq.front();
+    push_wc(qp.init.send_cq, Wc{f.wr_id, f.opcode, status, 0, &qp, qp.init.context});
+    qp.sq.pop_front();
+  }
+  break_qp(qp, std::move(reason));
+}
+
+void Roce::on_timer(Qp& qp, Clock::time_point now) {
+  RoceQp& s = st(qp);
+  if (!s.connected) return;
+  if (!s.jobs.empty()) send_responses(qp);
+  if (!s.connected || s.reqs.empty()) return;
+  if (s.rnr_wait) {
+    if (now < s.rnr_until) {
+      rearm(qp);
+      return;
+    }
+    s.rnr_wait = false;
+    s.progress_at = now;
+    go_back(qp, s.tx_psn);
+    return;
+  }
+  if (now >= s.progress_at + ack_timeout_) {
+    if (s.retry_left == 0) {
+      complete_error(qp, WcStatus::transport_error, "retry count exceeded: no acknowledgement from the peer");
+      return;
+    }
+    s.retry_left--;
+    s.progress_at = now;
+    go_back(qp, s.una_psn);
+  }
+  rearm(qp);
+}
+
+}  // namespace softrnic::roce

@@ -1,0 +1,138 @@
+// RoCEv2 requester (rxe_req.c): work requests become packets. Each request takes its PSNs when it
+// is issued (a Read as many as its response has packets); pump() transmits from tx_psn within the
+// window; go-back-N moves tx_psn back and transmits again from registered memory.
+#include <algorithm>
+
+#include "roce.hpp"
+
+namespace softrnic::roce {
+
+namespace w = wire::roce;
+
+namespace {
+// rxe's requester asks for an ACK on a message's last packet and every RXE_MAX_PKT_PER_ACK.
+constexpr std::uint32_t kPktsPerAck = 64;
+
+std::uint32_t packets_of(std::uint64_t len, std::uint32_t mtu) {
+  return len == 0 ? 1 : static_cast<std::uint32_t>((len + mtu - 1) / mtu);
+}
+}  // namespace
+
+void Roce::issue(Qp& qp, const WaitingWr& wr) {
+  RoceQp& s = st(qp);
+  SendWqe& wqe = *wr.wqe;
+  wqe.issued = true;
+  wqe.sgl = wr.sgl;
+  ReqWqe r;
+  r.sgl = wr.sgl;
+  r.total = wr.total;
+  r.rkey = wr.rkey;
+  r.va = wr.remote_addr;
+  r.wqe = &wqe;
+  r.first_psn = s.next_psn;
+  r.npkts = packets_of(wr.total, s.mtu);
+  switch (wr.opcode) {
+    case SendOpcode::rdma_read: {
+      r.kind = ReqKind::read;
+      const ReadOut& rd = begin_read(qp, wr);
+      r.sink_stag = rd.sink_stag;
+      r.sink_to = rd.sink_to;
+      break;
+    }
+    case SendOpcode::rdma_write: r.kind = ReqKind::write; break;
+    case SendOpcode::send_invalidate:
+      r.invalidate = true;
+      r.inv_rkey = wr.invalidate_stag;
+      break;
+    case SendOpcode::send_solicited: r.solicited = true; break;
+    case SendOpcode::send: break;
+  }
+  s.next_psn += r.npkts;
+  wqe.end_pos = s.next_psn;
+  if (s.reqs.empty()) s.progress_at = Clock::now();
+  s.reqs.push_back(std::move(r));
+}
+
+// Transmits what the window allows from tx_psn on.
+void Roce::pump(Qp& qp) {
+  RoceQp& s = st(qp);
+  if (!s.connected || s.rnr_wait) return;
+  bool sent = false;
+  // The request holding tx_psn: requests are in PSN order.
+  auto it =
+      std::find_if(s.reqs.begin(), s.reqs.end(), [&](const ReqWqe& r) { return r.first_psn + r.npkts > s.tx_psn; });
+  while (it != s.reqs.end() && s.tx_psn < s.next_psn && s.tx_psn - s.una_psn < ctx_.cfg.window) {
+    ReqWqe& r = *it;
+    if (r.done) {  // acknowledged already (a go-back-N over a completed Read)
+      s.tx_psn = r.first_psn + r.npkts;
+      ++it;
+      continue;
+    }
+    if (!transmit(qp, r, s.tx_psn)) {
+      complete_error(qp, WcStatus::local_protection_error, "a posted work request names memory whose region was freed");
+      return;
+    }
+    sent = true;
+    if (s.tx_psn >= r.first_psn + r.npkts) ++it;
+  }
+  if (sent) rearm(qp);
+}
+
+// Sends the packet at `psn` of `r` and moves tx_psn past it (past the whole response of a Read).
+bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
+  RoceQp& s = st(qp);
+  w::Packet p;
+  p.dest_qpn = s.peer_qpn;
+  p.psn = static_cast<std::uint32_t>(psn & w::kPsnMask);
+  if (r.kind == ReqKind::read) {
+    // From the first packet of the response still missing: a Read retried after part of its
+    // response came asks for the rest (rxe does the same).
+    const std::uint64_t done = std::min<std::uint64_t>(static_cast<std::uint64_t>(r.resp_pkts) * s.mtu, r.total);
+    p.opcode = w::Opcode::read_request;
+    p.psn = static_cast<std::uint32_t>((r.first_psn + r.resp_pkts) & w::kPsnMask);
+    p.va = r.va + done;
+    p.rkey = r.rkey;
+    p.dma_len = static_cast<std::uint32_t>(r.total - done);
+    p.ack_req = true;
+    s.tx_psn = r.first_psn + r.npkts;
+    s.since_ackreq = 0;
+    return send_packet(qp, p, {}, 0, 0, qp.init.pd);
+  }
+  const auto k = static_cast<std::uint32_t>(psn - r.first_psn);
+  const std::uint64_t off = static_cast<std::uint64_t>(k) * s.mtu;
+  const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(s.mtu, r.total - off));
+  const bool first = k == 0, last = k + 1 == r.npkts;
+  if (r.kind == ReqKind::write) {
+    p.opcode = first && last ? w::Opcode::write_only
+               : first       ? w::Opcode::write_first
+               : last        ? w::Opcode::write_last
+                             : w::Opcode::write_middle;
+    if (first) {
+      p.va = r.va;
+      p.rkey = r.rkey;
+      p.dma_len = static_cast<std::uint32_t>(r.total);
+    }
+  } else {
+    p.opcode = first && last ? (r.invalidate ? w::Opcode::send_only_inv : w::Opcode::send_only)
+               : first       ? w::Opcode::send_first
+               : last        ? (r.invalidate ? w::Opcode::send_last_inv : w::Opcode::send_last)
+                             : w::Opcode::send_middle;
+    p.inv_rkey = r.inv_rkey;
+    p.solicited = last && r.solicited;
+  }
+  p.ack_req = last || ++s.since_ackreq >= kPktsPerAck;
+  if (p.ack_req) s.since_ackreq = 0;
+  s.tx_psn = psn + 1;
+  return send_packet(qp, p, r.sgl, off, len, qp.init.pd);
+}
+
+// Go-back-N: transmits again from `psn` (not below the oldest unacknowledged PSN).
+void Roce::go_back(Qp& qp, Pos psn) {
+  RoceQp& s = st(qp);
+  s.tx_psn = std::max(psn, s.una_psn);
+  qp.ctr.retransmits++;
+  ctx_.ctr.retransmits++;
+  pump(qp);
+}
+
+}  // namespace softrnic::roce

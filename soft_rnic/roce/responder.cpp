@@ -1,0 +1,266 @@
+// RoCEv2 responder (rxe_resp.c): request packets in PSN order. A packet ahead of the expected PSN
+// gets one PSN sequence error NAK per gap; an older one is a duplicate (acknowledged again, or a
+// Read answered again). In order: Sends are placed by core into the buffer of their message
+// number (an SRQ buffer taken on the first packet; none there: RNR NAK), Writes after the rkey,
+// bounds and access checks of their RETH, Reads answered from the region their RETH names.
+#include <algorithm>
+#include <cstdio>
+
+#include "roce.hpp"
+
+namespace softrnic::roce {
+
+namespace w = wire::roce;
+
+namespace {
+
+constexpr int kResponseBurst = 256;  // Read response packets per round and QP
+
+std::uint8_t nak_code(Error e) {
+  switch (e) {
+    case Error::invalid_stag:
+    case Error::stag_not_associated:
+    case Error::out_of_bounds:
+    case Error::access_violation: return w::kNakRemoteAccess;
+    case Error::local_catastrophic: return w::kNakRemoteOperation;
+    default: return w::kNakInvalidRequest;
+  }
+}
+
+}  // namespace
+
+void Roce::on_request(Qp& qp, const w::Packet& p) {
+  RoceQp& s = st(qp);
+  if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+  const Pos psn = ext(s.exp_psn, p.psn);
+  if (psn > s.exp_psn) {
+    // A gap (a packet lost or late): one NAK names the expected PSN; the rest wait for it.
+    qp.ctr.rx_out_of_order++;
+    ctx_.ctr.rx_out_of_order++;
+    if (!s.nak_sent) {
+      s.nak_sent = true;
+      s.ack_pending = false;
+      send_ack(qp, w::kNakPsnSeqError, s.exp_psn);
+    }
+    return;
+  }
+  if (psn < s.exp_psn) {
+    duplicate(qp, p, psn);
+    return;
+  }
+  s.nak_sent = false;
+  const std::uint32_t has = w::op_info(p.opcode).has;
+  const std::size_t len = p.payload.size();
+  if (len > s.mtu || ((has & w::kPayload) && !(has & w::kLast) && len != s.mtu)) {
+    nak(qp, w::kNakInvalidRequest, psn, Error::message_too_long,
+        "a packet of " + std::to_string(len) + " bytes where the path MTU is " + std::to_string(s.mtu));
+    return;
+  }
+  const bool busy = s.in_send || s.in_write;
+  if ((has & w::kFirst) && busy) {
+    nak(qp, w::kNakInvalidRequest, psn, Error::unexpected_opcode, "a new message before the last one ended");
+    return;
+  }
+  if (has & w::kSend) {
+    if (has & w::kFirst) {
+      if (!recv_buffer_ready(qp, s.next_recv_msn)) {
+        // No receive buffer: the requester waits the RNR timer and sends the message again from
+        // this PSN; the rest of the message behind it needs no sequence error NAK.
+        s.ack_pending = false;
+        s.nak_sent = true;
+        send_ack(qp, static_cast<std::uint8_t>(w::kAethRnrNak | (ctx_.cfg.roce.min_rnr_timer & 0x1F)), psn);
+        return;
+      }
+      s.in_send = true;
+      s.send_msn = s.next_recv_msn++;
+      s.send_off = 0;
+    } else if (!s.in_send) {
+      nak(qp, w::kNakInvalidRequest, psn, Error::unexpected_opcode, "a Send's middle or last packet without its first");
+      return;
+    }
+    if (auto f = place_untagged(ctx_, qp, s.send_msn, s.send_off, p.payload, (has & w::kLast) != 0, p.inv_rkey,
+                                (has & w::kIeth) != 0, psn)) {
+      nak(qp, nak_code(f->error), psn, f->error, f->reason);
+      return;
+    }
+    s.send_off += len;
+    if (has & w::kLast) {
+      s.in_send = false;
+      s.msn++;
+    }
+  } else if (has & w::kWrite) {
+    if (has & w::kFirst) {
+      if (p.dma_len > ctx_.limits.max_msg_size) {
+        nak(qp, w::kNakInvalidRequest, psn, Error::message_too_long, "an RDMA Write longer than the largest message");
+        return;
+      }
+      if (p.dma_len) {
+        const MrCheck c = ctx_.mrs.check(p.rkey, qp.init.pd, p.va, p.dma_len, Access::remote_write);
+        if (c != MrCheck::ok) {
+          nak(qp, w::kNakRemoteAccess, psn, tagged_error(c), std::string("RDMA Write: ") + std::string(to_string(c)));
+          return;
+        }
+      }
+      s.in_write = true;
+      s.w_rkey = p.rkey;
+      s.w_va = p.va;
+      s.w_left = p.dma_len;
+    } else if (!s.in_write) {
+      nak(qp, w::kNakInvalidRequest, psn, Error::unexpected_opcode,
+          "an RDMA Write's middle or last packet without its first");
+      return;
+    }
+    if (len > s.w_left) {
+      nak(qp, w::kNakInvalidRequest, psn, Error::bad_offset, "RDMA Write data beyond the length its RETH gave");
+      return;
+    }
+    if (len) {
+      if (auto f = place_tagged(ctx_, qp, s.w_rkey, s.w_va, p.payload)) {
+        nak(qp, nak_code(f->error), psn, f->error, f->reason);
+        return;
+      }
+    }
+    s.w_va += len;
+    s.w_left -= len;
+    if (has & w::kLast) {
+      if (s.w_left) {
+        nak(qp, w::kNakInvalidRequest, psn, Error::bad_offset, "RDMA Write shorter than the length its RETH gave");
+        return;
+      }
+      s.in_write = false;
+      s.msn++;
+    }
+  } else if (has & w::kRead) {
+    answer_read(qp, psn, p.rkey, p.va, p.dma_len);  // its response acknowledges it
+    return;
+  } else {
+    nak(qp, w::kNakInvalidRequest, psn, Error::unexpected_opcode,
+        std::string(w::op_info(p.opcode).name) + " is not supported yet");
+    return;
+  }
+  s.exp_psn = psn + 1;
+  complete_receives(ctx_, qp, s.exp_psn);
+  if (p.ack_req && s.connected) {
+    if (!s.ack_pending) ack_list_.push_back(&qp);
+    s.ack_pending = true;
+    s.ack_psn = psn;
+  }
+}
+
+void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
+  RoceQp& s = st(qp);
+  qp.ctr.rx_duplicates++;
+  ctx_.ctr.rx_duplicates++;
+  if (w::op_info(p.opcode).has & w::kRead) {
+    // A Read asked again (its response was lost): answered again from its PSN, if it lies within
+    // one we answered (rxe replays the same way). Its RETH is checked again.
+    for (const ReadRes& r : s.reads) {
+      if (psn < r.first_psn || psn >= r.first_psn + r.npkts) continue;
+      if (p.dma_len) {
+        const MrCheck c = ctx_.mrs.check(p.rkey, qp.init.pd, p.va, p.dma_len, Access::remote_read);
+        if (c != MrCheck::ok) {
+          nak(qp, w::kNakRemoteAccess, psn, tagged_error(c), std::string("RDMA Read: ") + std::string(to_string(c)));
+          return;
+        }
+      }
+      const Sge src{p.rkey, p.va, p.dma_len};
+      s.jobs.push_back(ReadJob{psn, p.rkey, 0, p.dma_len, true, ctx_.sgl_pool.make({&src, 1})});
+      send_responses(qp);
+      return;
+    }
+    return;  // older than what we keep: the requester's retry limit decides
+  }
+  // A Send or Write we have: acknowledged again through the last PSN we received (C9-105).
+  if (!s.ack_pending) ack_list_.push_back(&qp);
+  s.ack_pending = true;
+  s.ack_psn = s.exp_psn - 1;
+}
+
+bool Roce::answer_read(Qp& qp, Pos psn, std::uint32_t rkey, std::uint64_t va, std::uint32_t len) {
+  RoceQp& s = st(qp);
+  if (len > ctx_.limits.max_msg_size) {
+    nak(qp, w::kNakInvalidRequest, psn, Error::read_too_large, "RDMA Read larger than the largest message");
+    return false;
+  }
+  if (len) {
+    const MrCheck c = ctx_.mrs.check(rkey, qp.init.pd, va, len, Access::remote_read);
+    if (c != MrCheck::ok) {
+      nak(qp, w::kNakRemoteAccess, psn, tagged_error(c), std::string("RDMA Read: ") + std::string(to_string(c)));
+      return false;
+    }
+  }
+  const auto npkts = len == 0 ? 1u : (len + s.mtu - 1) / s.mtu;
+  s.reads.push_back(ReadRes{psn, npkts});
+  while (s.reads.size() > std::max<std::uint32_t>(qp.ird, 1)) s.reads.pop_front();
+  const Sge src{rkey, va, len};
+  s.exp_psn = psn + npkts;
+  s.msn++;
+  s.jobs.push_back(ReadJob{psn, rkey, 0, len, true, ctx_.sgl_pool.make({&src, 1})});
+  send_responses(qp);
+  return true;
+}
+
+// Sends Read response packets, a burst per call; what is left goes at the QP's next timer (due at
+// once).
+void Roce::send_responses(Qp& qp) {
+  RoceQp& s = st(qp);
+  int budget = kResponseBurst;
+  while (!s.jobs.empty() && budget-- > 0 && s.connected) {
+    ReadJob& j = s.jobs.front();
+    const std::uint32_t len = std::min(s.mtu, j.left);
+    const bool last = len == j.left;
+    w::Packet p;
+    p.opcode = j.first && last ? w::Opcode::read_response_only
+               : j.first       ? w::Opcode::read_response_first
+               : last          ? w::Opcode::read_response_last
+                               : w::Opcode::read_response_middle;
+    p.dest_qpn = s.peer_qpn;
+    p.psn = static_cast<std::uint32_t>(j.psn & w::kPsnMask);
+    p.syndrome = w::kAethAck | w::kAethNoCredit;
+    p.msn = s.msn;
+    if (!send_packet(qp, p, j.src, j.off, len, qp.init.pd)) {
+      nak(qp, w::kNakRemoteOperation, j.psn, Error::local_catastrophic,
+          "an RDMA Read source's registered memory is gone");
+      return;
+    }
+    j.first = false;
+    j.psn++;
+    j.off += len;
+    j.left -= len;
+    if (last) s.jobs.pop_front();
+  }
+  if (!s.jobs.empty()) rearm(qp);
+}
+
+void Roce::send_ack(Qp& qp, std::uint8_t syndrome, Pos psn) {
+  RoceQp& s = st(qp);
+  w::Packet p;
+  p.opcode = w::Opcode::ack;
+  p.dest_qpn = s.peer_qpn;
+  p.psn = static_cast<std::uint32_t>(psn & w::kPsnMask);
+  p.syndrome = syndrome;
+  p.msn = s.msn;
+  send_packet(qp, p, {}, 0, 0, qp.init.pd);
+}
+
+// A request we cannot carry out: the NAK its kind names goes to the requester (which completes
+// the request in error) and the QP goes to the error state.
+void Roce::nak(Qp& qp, std::uint8_t code, Pos psn, Error e, std::string reason) {
+  st(qp).ack_pending = false;
+  send_ack(qp, code, psn);
+  ctx_.ctr.terminates_sent++;
+  break_qp(
+      qp, "sent NAK 0x" +
+              [&] {
+                char b[4];
+                std::snprintf(b, sizeof b, "%02x", code);
+                return std::string(b);
+              }() +
+              " (" + std::string(to_string(e)) + "): " + reason);
+}
+
+void Roce::fatal(Qp& qp, Error e, std::string reason, std::optional<Pos> bad) {
+  nak(qp, nak_code(e), bad.value_or(st(qp).exp_psn), e, std::move(reason));
+}
+
+}  // namespace softrnic::roce

@@ -1,0 +1,265 @@
+// RoCEv2: the receive round (ICRC, dispatch by destination QP), transmission of one packet, QP
+// life, timers and the out-of-band connection.
+#include "roce.hpp"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "user_mem.hpp"
+
+namespace softrnic::roce {
+
+namespace w = wire::roce;
+
+namespace {
+constexpr std::size_t kRxBurst = 32;
+}  // namespace
+
+Roce::Roce(Ctx& ctx, netdev::Netdev& nd) : ctx_(ctx), nd_(nd), self_(nd.local_addr()) {
+  const std::uint32_t link = w::path_mtu_for(static_cast<std::uint32_t>(nd_.max_datagram()) + 28);
+  link_mtu_ = ctx_.cfg.roce.mtu ? std::min(ctx_.cfg.roce.mtu, link) : link;
+  // 4.096 us * 2^timeout (IBTA 9.7.6.1.3), at least the configured RTO floor.
+  const auto t = std::chrono::nanoseconds(4096LL << std::min<int>(ctx_.cfg.roce.timeout, 31));
+  ack_timeout_ = std::max(std::chrono::ceil<std::chrono::microseconds>(t), std::chrono::microseconds(100));
+  const std::size_t cap = nd_.max_datagram();
+  rx_bufs_.resize(kRxBurst * cap);
+  rx_frames_.resize(kRxBurst);
+  for (std::size_t i = 0; i < kRxBurst; ++i) rx_frames_[i] = netdev::RxFrame{{}, rx_bufs_.data() + i * cap, cap, 0};
+}
+
+Roce::~Roce() = default;
+
+std::unique_ptr<TransportQp> Roce::make_qp_state() {
+  auto s = std::make_unique<RoceQp>();
+  s->init_psn = randombytes_random() & w::kPsnMask;
+  s->next_psn = s->tx_psn = s->una_psn = s->ack_through = s->init_psn;
+  return s;
+}
+
+void Roce::reset(Qp& qp) {
+  timers_.cancel(qp.qpn);
+  qp.t = make_qp_state();
+}
+
+void Roce::destroy(Qp& qp) {
+  timers_.cancel(qp.qpn);
+  std::erase(ack_list_, &qp);
+}
+
+// ---- connection management (IB CM over QP1: not yet) ----
+
+Status Roce::connect(Qp&, NetAddr, std::uint64_t, std::span<const std::uint8_t>, std::chrono::milliseconds) {
+  return Status::invalid_state;  // RoCEv2 connection management is not built yet: roce_connect
+}
+Status Roce::listen(std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>) {
+  return Status::invalid_state;
+}
+Status Roce::stop_listen(std::uint64_t) {
+  return Status::not_found;
+}
+Status Roce::accept(ConnRequest*, Qp&, std::span<const std::uint8_t>) {
+  return Status::invalid_state;
+}
+Status Roce::reject(ConnRequest*, std::span<const std::uint8_t>) {
+  return Status::invalid_state;
+}
+
+Status Roce::disconnect(Qp& qp, bool graceful) {
+  if (qp.cm != CmPhase::connected) return Status::invalid_state;
+  if (graceful && qp.state == QpState::rts) {
+    qp.state = QpState::closing;
+    qp.cm = CmPhase::disconnecting;
+    if (qp.sq_wait.empty()) send_queue_drained(qp);
+    return Status::ok;
+  }
+  close_qp(qp, CmEventType::disconnected, "disconnected");
+  return Status::ok;
+}
+
+void Roce::send_queue_drained(Qp& qp) {
+  // Without connection management there is no DREQ: the close follows what was posted once it
+  // is acknowledged (completer), or now when nothing is outstanding.
+  if (st(qp).reqs.empty()) close_qp(qp, CmEventType::disconnected, "disconnected");
+}
+
+void Roce::flush(Qp& qp) {
+  RoceQp& s = st(qp);
+  s.reqs.clear();
+  s.reads.clear();
+  s.in_send = s.in_write = false;
+  s.ack_pending = false;
+  s.jobs.clear();
+  s.tx_psn = s.una_psn = s.ack_through = s.next_psn;
+}
+
+void Roce::closed(Qp& qp) {
+  st(qp).connected = false;
+  timers_.cancel(qp.qpn);
+  std::erase(ack_list_, &qp);
+}
+
+void Roce::close_all() {
+  for (auto& [n, qp] : ctx_.qps)
+    if (st(*qp).connected) closed(*qp);
+}
+
+RoceEndpoint Roce::local(const Qp& qp) const {
+  return RoceEndpoint{self_, qp.qpn, st(qp).init_psn, link_mtu_};
+}
+
+Status Roce::connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, std::uint32_t ird) {
+  if (qp.state != QpState::idle || qp.cm != CmPhase::none) return Status::invalid_state;
+  if (remote.qpn == 0 || remote.qpn > w::kQpnMask || remote.psn > w::kPsnMask ||
+      !netdev::is_unicast_ipv4(remote.addr.ip))
+    return Status::invalid_param;
+  if (remote.mtu && !w::mtu_code(remote.mtu)) return Status::invalid_param;
+  if (ord > ctx_.limits.max_rd || ird > ctx_.limits.max_rd) return Status::invalid_param;
+  RoceQp& s = st(qp);
+  s.connected = true;
+  s.peer_qpn = remote.qpn;
+  s.mtu = remote.mtu ? std::min(remote.mtu, link_mtu_) : link_mtu_;
+  s.exp_psn = remote.psn;
+  s.retry_left = ctx_.cfg.roce.retry_cnt;
+  s.rnr_left = ctx_.cfg.roce.rnr_retry;
+  qp.peer = NetAddr{remote.addr.ip, remote.addr.port ? remote.addr.port : self_.port};
+  qp.local = self_;
+  qp.ord = ord;
+  qp.ird = ird;
+  qp.state = QpState::rts;
+  qp.cm = CmPhase::connected;
+  emit(qp, CmEventType::established, "");
+  return Status::ok;
+}
+
+// ---- the receive round ----
+
+std::size_t Roce::poll(std::optional<Clock::time_point> now) {
+  const std::size_t cap = nd_.max_datagram();
+  std::size_t got = 0;
+  for (int round = 0; round < 8; ++round) {
+    const std::size_t n = nd_.rx_burst(rx_frames_);
+    if (n == 0) break;
+    ctx_.rx_now = Clock::now();
+    if (!now) now = ctx_.rx_now;
+    for (std::size_t i = 0; i < n; ++i) handle_packet(rx_frames_[i].from, {rx_frames_[i].buf, rx_frames_[i].len});
+    for (std::size_t i = 0; i < n; ++i) rx_frames_[i].cap = cap;
+    got += n;
+    if (n < kRxBurst) break;
+  }
+  flush_acks();
+  if (now) timers(*now);
+  return got;
+}
+
+std::chrono::microseconds Roce::next_wait() {
+  std::chrono::microseconds wait(100000);
+  if (const auto t = timers_.next())
+    wait =
+        std::clamp(std::chrono::ceil<std::chrono::microseconds>(*t - Clock::now()), std::chrono::microseconds(1), wait);
+  return wait;
+}
+
+void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
+  w::Packet p;
+  if (w::parse(d, p) != w::ParseError::ok) {
+    ctx_.ctr.rx_bad_frames++;
+    return;
+  }
+  // A kernel UDP socket does not show the IP header: the ICRC is solved for the IP ID.
+  std::uint16_t id = 0;
+  if (!w::icrc_ok_any_id(w::IcrcAddr{from.ip, self_.ip, from.port, self_.port, 0, 0x4000}, d, id)) {
+    ctx_.ctr.rx_bad_frames++;
+    return;
+  }
+  if (p.pkey != w::kDefaultPkey && (p.pkey & 0x7FFF) != 0x7FFF) {
+    ctx_.ctr.rx_bad_frames++;
+    return;
+  }
+  const auto it = ctx_.qps.find(p.dest_qpn);
+  if (it == ctx_.qps.end()) {
+    ctx_.ctr.rx_unknown_qp++;
+    return;
+  }
+  Qp& qp = *it->second;
+  RoceQp& s = st(qp);
+  // RC: only the connected peer's packets (address and RC opcodes).
+  if (!s.connected || from.ip != qp.peer.ip || !(w::op_info(p.opcode).has & w::kRc)) {
+    ctx_.ctr.rx_unknown_qp++;
+    return;
+  }
+  qp.ctr.rx_frames++;
+  if (w::op_info(p.opcode).has & w::kRequest)
+    on_request(qp, p);
+  else
+    on_response(qp, p);
+}
+
+bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint64_t off, std::uint32_t len,
+                       const Pd* pd) {
+  std::array<std::uint8_t, w::kMaxHeaderLen> hdr;
+  const std::size_t hl = w::build_headers(p, len, hdr);
+  std::span<const std::uint8_t> body;
+  if (len) {
+    const auto g = gather(ctx_, pd, *sgl, off, len, tx_gather_);
+    if (!g) return false;
+    body = *g;
+  }
+  const std::size_t pad = w::pad_of(len);
+  std::array<std::uint8_t, 8> tail{};
+  const w::IcrcAddr a{self_.ip, qp.peer.ip, self_.port, qp.peer.port, 0, 0x4000};
+  // The payload is read here first, straight from registered memory: a region unmapped meanwhile
+  // faults here and fails the request instead of the process.
+  struct Args {
+    const w::IcrcAddr* a;
+    std::span<const std::uint8_t> pieces[3];
+    std::uint32_t crc;
+  } args{&a, {{hdr.data(), hl}, body, {tail.data(), pad}}, 0};
+  if (!run_guarded(
+          [](void* v) {
+            auto* x = static_cast<Args*>(v);
+            x->crc = w::icrc(*x->a, x->pieces);
+          },
+          &args)) {
+    ctx_.ctr.memory_faults++;
+    return false;
+  }
+  for (std::size_t i = 0; i < 4; ++i) tail[pad + i] = static_cast<std::uint8_t>(args.crc >> (8 * i));
+  const netdev::TxFrame f{qp.peer, {hdr.data(), hl}, body, {tail.data(), pad + w::kIcrcLen}};
+  nd_.tx_burst({&f, 1});
+  qp.ctr.tx_frames++;
+  return true;
+}
+
+// ACKs asked for in this receive round go out once per QP, for the latest PSN.
+void Roce::flush_acks() {
+  for (Qp* qp : ack_list_) {
+    RoceQp& s = st(*qp);
+    if (!s.ack_pending) continue;
+    s.ack_pending = false;
+    send_ack(*qp, w::kAethAck | w::kAethNoCredit, s.ack_psn);
+  }
+  ack_list_.clear();
+}
+
+void Roce::timers(Clock::time_point now) {
+  timers_.expire(now, [&](std::uint32_t qpn) {
+    const auto it = ctx_.qps.find(qpn);
+    if (it != ctx_.qps.end()) on_timer(*it->second, now);
+  });
+}
+
+// Arms the QP's timer at its next deadline: the RNR wait, or the oldest request's ACK timeout.
+void Roce::rearm(Qp& qp) {
+  RoceQp& s = st(qp);
+  if (!s.connected) return;
+  if (!s.jobs.empty()) timers_.arm(qp.qpn, Clock::now());  // Read responses still to send
+  if (!s.reqs.empty()) timers_.arm(qp.qpn, s.rnr_wait ? s.rnr_until : s.progress_at + ack_timeout_);
+}
+
+void Roce::break_qp(Qp& qp, std::string reason) {
+  close_qp(qp, CmEventType::broken, std::move(reason));
+}
+
+}  // namespace softrnic::roce

@@ -1,0 +1,189 @@
+// RoCEv2: InfiniBand RC over UDP (IBTA vol. 1 chapter 9, annex A17), split as Linux rxe splits it:
+// - requester.cpp (rxe_req.c): work requests become packets: PSNs, path MTU segmentation, AckReq,
+//   the window, go-back-N retransmission from a PSN;
+// - responder.cpp (rxe_resp.c): request packets in PSN order: placement through core (Sends by
+//   message number, SRQ buffers taken on a message's first packet; Writes after the rkey checks),
+//   Read responses, NAKs (PSN sequence error once per gap, invalid request, remote access, RNR),
+//   duplicates re-acknowledged or replayed, ACKs coalesced per receive round;
+// - completer.cpp (rxe_comp.c): ACKs, NAKs and Read responses complete the send queue in order;
+//   the retransmission and RNR timers, retry_cnt and rnr_retry;
+// - roce.cpp: the receive round (ICRC, dispatch by QPN), transmission, QP life, the out-of-band
+//   connection.
+// Positions (core's Pos) are 64-bit extended PSNs: a work request ends at the PSN after its last
+// packet; "acknowledged through P" is the oldest unacknowledged PSN; "delivered through P" the
+// next expected one.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "engine.hpp"
+#include "queues.hpp"
+#include "softrnic/netdev/netdev.hpp"
+#include "softrnic/wire/roce.hpp"
+#include "timer_queue.hpp"
+
+namespace softrnic::roce {
+
+enum class ReqKind : std::uint8_t { send, write, read };
+
+// A work request on the wire (rxe's send WQE state).
+struct ReqWqe {
+  ReqKind kind = ReqKind::send;
+  bool solicited = false;
+  bool invalidate = false;
+  std::uint32_t inv_rkey = 0;
+  SglRef sgl;
+  std::uint64_t total = 0;  // payload bytes (a Read: bytes to read)
+  std::uint32_t rkey = 0;
+  std::uint64_t va = 0;
+  Pos first_psn = 0;
+  std::uint32_t npkts = 1;  // PSNs it takes (a Read: its response packets)
+  SendWqe* wqe = nullptr;
+  bool done = false;  // acknowledged (a Read: its whole response placed)
+  // A Read: where its response goes, and how much of it has come.
+  std::uint32_t sink_stag = 0;
+  std::uint64_t sink_to = 0;
+  std::uint32_t resp_pkts = 0;
+};
+
+// A Read the responder answered, kept for duplicates (up to the IRD of them).
+struct ReadRes {
+  Pos first_psn = 0;
+  std::uint32_t npkts = 0;
+};
+
+// A Read response still going out (a long one goes a burst per round).
+struct ReadJob {
+  Pos psn = 0;  // the next response packet's
+  std::uint32_t rkey = 0;
+  std::uint64_t off = 0;  // into src
+  std::uint32_t left = 0;
+  bool first = true;  // its first packet is still to go
+  SglRef src;         // the source region, read at each packet
+};
+
+struct RoceQp final : TransportQp {
+  bool connected = false;
+  std::uint32_t peer_qpn = 0;
+  std::uint32_t mtu = 1024;
+  std::uint32_t init_psn = 0;  // our first PSN (24 bits)
+
+  // Requester and completer.
+  Pos next_psn = 0;         // the PSN the next work request starts at
+  Pos tx_psn = 0;           // the next PSN to transmit (go-back-N moves it back)
+  Pos una_psn = 0;          // the oldest PSN not acknowledged
+  Pos ack_through = 0;      // every PSN below it was acknowledged (an ACK may overtake a Read's response)
+  std::deque<ReqWqe> reqs;  // issued, not done, in order
+  std::uint32_t since_ackreq = 0;
+  int retry_left = 7;
+  int rnr_left = 7;
+  Pos last_nak_psn = ~Pos{0};       // a NAK at the same PSN again without progress costs a retry
+  Clock::time_point progress_at{};  // the last acknowledgement or response (the timeout runs from it)
+  Clock::time_point rnr_until{};    // after an RNR NAK: nothing goes before then
+  bool rnr_wait = false;
+
+  // Responder.
+  Pos exp_psn = 0;                  // the next PSN expected
+  std::uint32_t msn = 0;            // messages completed (AETH MSN)
+  bool nak_sent = false;            // a PSN sequence error NAK went for the current gap
+  std::uint32_t next_recv_msn = 1;  // the message number core gives the next Send
+  bool in_send = false;
+  std::uint32_t send_msn = 0;
+  std::uint64_t send_off = 0;
+  bool in_write = false;
+  std::uint32_t w_rkey = 0;
+  std::uint64_t w_va = 0, w_left = 0;
+  std::deque<ReadRes> reads;  // Reads answered, for duplicates
+  std::deque<ReadJob> jobs;   // Read responses still to send
+  bool ack_pending = false;
+  Pos ack_psn = 0;
+};
+
+class Roce final : public Transport, public engine::Pollable {
+ public:
+  Roce(Ctx& ctx, netdev::Netdev& nd);
+  ~Roce() override;
+
+  // core::Transport
+  std::unique_ptr<TransportQp> make_qp_state() override;
+  void reset(Qp& qp) override;
+  void destroy(Qp& qp) override;
+  Status connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<const std::uint8_t> pd,
+                 std::chrono::milliseconds timeout) override;
+  Status listen(std::uint64_t conn_qual, std::function<void(ConnRequest*, const ConnRequestInfo&)> on_request) override;
+  Status stop_listen(std::uint64_t conn_qual) override;
+  Status accept(ConnRequest* req, Qp& qp, std::span<const std::uint8_t> pd) override;
+  Status reject(ConnRequest* req, std::span<const std::uint8_t> pd) override;
+  Status disconnect(Qp& qp, bool graceful) override;
+  void issue(Qp& qp, const WaitingWr& w) override;
+  void kick(Qp& qp) override { pump(qp); }
+  Pos tx_pos(const Qp& qp) const override { return st(qp).next_psn; }
+  Pos acked_pos(const Qp& qp) const override { return st(qp).una_psn; }
+  void send_queue_drained(Qp& qp) override;
+  void flush(Qp& qp) override;
+  void closed(Qp& qp) override;
+  void fatal(Qp& qp, Error e, std::string reason, std::optional<Pos> bad) override;
+  void close_all() override;
+  bool lingering() const override { return false; }
+
+  // The out-of-band connection (Device::roce_local / roce_connect).
+  RoceEndpoint local(const Qp& qp) const;
+  Status connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, std::uint32_t ird);
+
+  // engine::Pollable
+  std::size_t poll(std::optional<Clock::time_point> now) override;
+  std::chrono::microseconds next_wait() override;
+
+ private:
+  static RoceQp& st(Qp& qp) { return static_cast<RoceQp&>(*qp.t); }
+  static const RoceQp& st(const Qp& qp) { return static_cast<const RoceQp&>(*qp.t); }
+  Pos ext(Pos ref, std::uint32_t psn24) const {
+    return ref + static_cast<Pos>(static_cast<std::int64_t>(wire::roce::psn_diff(psn24, ref & wire::roce::kPsnMask)));
+  }
+
+  // roce.cpp
+  void handle_packet(NetAddr from, std::span<const std::uint8_t> d);
+  // Sends one packet: `p`'s headers, then `len` payload bytes of `sgl` from `off` (read from
+  // registered memory now). False when that memory is gone.
+  bool send_packet(Qp& qp, const wire::roce::Packet& p, const SglRef& sgl, std::uint64_t off, std::uint32_t len,
+                   const Pd* pd);
+  void flush_acks();
+  void timers(Clock::time_point now);
+  void rearm(Qp& qp);
+  void break_qp(Qp& qp, std::string reason);
+
+  // requester.cpp
+  void pump(Qp& qp);
+  bool transmit(Qp& qp, ReqWqe& r, Pos psn);
+  void go_back(Qp& qp, Pos psn);
+
+  // responder.cpp
+  void on_request(Qp& qp, const wire::roce::Packet& p);
+  void duplicate(Qp& qp, const wire::roce::Packet& p, Pos psn);
+  bool answer_read(Qp& qp, Pos psn, std::uint32_t rkey, std::uint64_t va, std::uint32_t len);
+  void send_responses(Qp& qp);
+  void send_ack(Qp& qp, std::uint8_t syndrome, Pos psn);
+  void nak(Qp& qp, std::uint8_t code, Pos psn, Error e, std::string reason);
+
+  // completer.cpp
+  void on_response(Qp& qp, const wire::roce::Packet& p);
+  void acknowledged(Qp& qp, Pos through);
+  void complete_error(Qp& qp, WcStatus status, std::string reason);
+  void on_timer(Qp& qp, Clock::time_point now);
+
+  Ctx& ctx_;
+  netdev::Netdev& nd_;
+  NetAddr self_;
+  std::uint32_t link_mtu_ = 1024;
+  std::chrono::microseconds ack_timeout_{67108};
+  engine::TimerQueue timers_;
+  std::vector<Qp*> ack_list_;
+  std::vector<std::uint8_t> rx_bufs_, tx_gather_;
+  std::vector<netdev::RxFrame> rx_frames_;
+};
+
+}  // namespace softrnic::roce

@@ -1,0 +1,265 @@
+// RoCEv2: the InfiniBand transport headers over UDP/IPv4 (IBTA vol. 1 chapter 9, annex A17):
+// BTH and the extended transport headers (RETH, AETH, ImmDt, IETH, AtomicETH, AtomicAckETH,
+// DETH), one opcode table that drives both the parser and the builder (as rxe's rxe_opcode.c),
+// and the ICRC. Pure codecs: no I/O, no allocation.
+//
+// A RoCEv2 UDP payload: BTH, the opcode's extended headers in the table's order, payload, pad
+// to 4 bytes (BTH PadCnt), 4-byte ICRC.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace softrnic::wire::roce {
+
+inline constexpr std::uint16_t kUdpPort = 4791;
+inline constexpr std::uint16_t kDefaultPkey = 0xFFFF;
+inline constexpr std::uint32_t kPsnMask = 0xFFFFFF;
+inline constexpr std::uint32_t kQpnMask = 0xFFFFFF;
+inline constexpr std::uint32_t kGsiQpn = 1;             // QP1: connection management MADs
+inline constexpr std::uint32_t kGsiQkey = 0x80010000u;  // the GSI's well-known Q_Key
+inline constexpr std::size_t kIcrcLen = 4;
+inline constexpr std::uint8_t kTransportVersion = 0;
+
+// Header lengths.
+inline constexpr std::size_t kBthLen = 12;
+inline constexpr std::size_t kRethLen = 16;
+inline constexpr std::size_t kAethLen = 4;
+inline constexpr std::size_t kImmLen = 4;
+inline constexpr std::size_t kIethLen = 4;
+inline constexpr std::size_t kAtomicEthLen = 28;
+inline constexpr std::size_t kAtomicAckLen = 8;
+inline constexpr std::size_t kDethLen = 8;
+inline constexpr std::size_t kCnpLen = 16;
+inline constexpr std::size_t kMaxHeaderLen = kBthLen + kDethLen + kAtomicEthLen;  // the longest opcode's
+
+enum class Opcode : std::uint8_t {
+  send_first = 0x00,
+  send_middle = 0x01,
+  send_last = 0x02,
+  send_last_imm = 0x03,
+  send_only = 0x04,
+  send_only_imm = 0x05,
+  write_first = 0x06,
+  write_middle = 0x07,
+  write_last = 0x08,
+  write_last_imm = 0x09,
+  write_only = 0x0A,
+  write_only_imm = 0x0B,
+  read_request = 0x0C,
+  read_response_first = 0x0D,
+  read_response_middle = 0x0E,
+  read_response_last = 0x0F,
+  read_response_only = 0x10,
+  ack = 0x11,
+  atomic_ack = 0x12,
+  cmp_swap = 0x13,
+  fetch_add = 0x14,
+  send_last_inv = 0x16,
+  send_only_inv = 0x17,
+  ud_send_only = 0x64,
+  ud_send_only_imm = 0x65,
+  cnp = 0x81,  // congestion notification (RoCEv2 annex)
+};
+
+// What an opcode's packet carries and what it is (rxe's RXE_*_MASK).
+enum Has : std::uint32_t {
+  kReth = 1u << 0,
+  kAeth = 1u << 1,
+  kImm = 1u << 2,
+  kIeth = 1u << 3,
+  kAtomicEth = 1u << 4,
+  kAtomicAck = 1u << 5,
+  kDeth = 1u << 6,
+  kPayload = 1u << 7,
+  kRequest = 1u << 8,   // requester to responder
+  kResponse = 1u << 9,  // responder to requester (ACK, Read Response, Atomic ACK)
+  kSend = 1u << 10,
+  kWrite = 1u << 11,
+  kRead = 1u << 12,
+  kAtomic = 1u << 13,
+  kFirst = 1u << 14,  // a message's first packet (FIRST or ONLY)
+  kLast = 1u << 15,   // its last (LAST or ONLY)
+  kRc = 1u << 16,
+  kUd = 1u << 17,
+  kConsumesRecv = 1u << 18,  // takes a receive buffer (Send; Write with Immediate)
+  kCnp = 1u << 19,           // congestion notification: 16 reserved bytes after the BTH
+};
+
+struct OpInfo {
+  std::string_view name;        // tshark's spelling
+  std::uint32_t has = 0;        // 0: not an opcode we speak
+  std::uint8_t header_len = 0;  // BTH and extended headers
+  bool valid() const { return has != 0; }
+};
+
+constexpr OpInfo make_op(std::string_view name, std::uint32_t has) {
+  std::size_t len = kBthLen;
+  if (has & kDeth) len += kDethLen;
+  if (has & kReth) len += kRethLen;
+  if (has & kAtomicEth) len += kAtomicEthLen;
+  if (has & kAeth) len += kAethLen;
+  if (has & kAtomicAck) len += kAtomicAckLen;
+  if (has & kImm) len += kImmLen;
+  if (has & kIeth) len += kIethLen;
+  if (has & kCnp) len += kCnpLen;
+  return OpInfo{name, has, static_cast<std::uint8_t>(len)};
+}
+
+inline constexpr std::array<OpInfo, 256> kOps = [] {
+  std::array<OpInfo, 256> t{};
+  constexpr std::uint32_t sreq = kRc | kRequest | kSend | kPayload;
+  constexpr std::uint32_t wreq = kRc | kRequest | kWrite | kPayload;
+  constexpr std::uint32_t rrsp = kRc | kResponse | kRead | kPayload;
+  t[0x00] = make_op("SEND First", sreq | kFirst | kConsumesRecv);
+  t[0x01] = make_op("SEND Middle", sreq | kConsumesRecv);
+  t[0x02] = make_op("SEND Last", sreq | kLast | kConsumesRecv);
+  t[0x03] = make_op("SEND Last with Immediate", sreq | kLast | kImm | kConsumesRecv);
+  t[0x04] = make_op("SEND Only", sreq | kFirst | kLast | kConsumesRecv);
+  t[0x05] = make_op("SEND Only with Immediate", sreq | kFirst | kLast | kImm | kConsumesRecv);
+  t[0x06] = make_op("RDMA WRITE First", wreq | kFirst | kReth);
+  t[0x07] = make_op("RDMA WRITE Middle", wreq);
+  t[0x08] = make_op("RDMA WRITE Last", wreq | kLast);
+  t[0x09] = make_op("RDMA WRITE Last with Immediate", wreq | kLast | kImm | kConsumesRecv);
+  t[0x0A] = make_op("RDMA WRITE Only", wreq | kFirst | kLast | kReth);
+  t[0x0B] = make_op("RDMA WRITE Only with Immediate", wreq | kFirst | kLast | kReth | kImm | kConsumesRecv);
+  t[0x0C] = make_op("RDMA READ Request", kRc | kRequest | kRead | kFirst | kLast | kReth);
+  t[0x0D] = make_op("RDMA READ Response First", rrsp | kFirst | kAeth);
+  t[0x0E] = make_op("RDMA READ Response Middle", rrsp);
+  t[0x0F] = make_op("RDMA READ Response Last", rrsp | kLast | kAeth);
+  t[0x10] = make_op("RDMA READ Response Only", rrsp | kFirst | kLast | kAeth);
+  t[0x11] = make_op("Acknowledge", kRc | kResponse | kFirst | kLast | kAeth);
+  t[0x12] = make_op("ATOMIC Acknowledge", kRc | kResponse | kAtomic | kFirst | kLast | kAeth | kAtomicAck);
+  t[0x13] = make_op("CmpSwap", kRc | kRequest | kAtomic | kFirst | kLast | kAtomicEth);
+  t[0x14] = make_op("FetchAdd", kRc | kRequest | kAtomic | kFirst | kLast | kAtomicEth);
+  t[0x16] = make_op("SEND Last with Invalidate", sreq | kLast | kIeth | kConsumesRecv);
+  t[0x17] = make_op("SEND Only with Invalidate", sreq | kFirst | kLast | kIeth | kConsumesRecv);
+  t[0x64] = make_op("UD SEND Only", kUd | kRequest | kSend | kPayload | kFirst | kLast | kDeth | kConsumesRecv);
+  t[0x65] = make_op("UD SEND Only with Immediate",
+                    kUd | kRequest | kSend | kPayload | kFirst | kLast | kDeth | kImm | kConsumesRecv);
+  t[0x81] = make_op("CNP", kCnp);
+  return t;
+}();
+
+inline const OpInfo& op_info(Opcode op) {
+  return kOps[static_cast<std::uint8_t>(op)];
+}
+
+// AETH syndrome (IBTA 9.7.5.1.4, rxe's enum aeth_syndrome).
+inline constexpr std::uint8_t kAethTypeMask = 0xE0;
+inline constexpr std::uint8_t kAethAck = 0x00;     // | credit count (0x1F: none, rxe sends this)
+inline constexpr std::uint8_t kAethRnrNak = 0x20;  // | RNR timer code
+inline constexpr std::uint8_t kAethNak = 0x60;     // | NAK code
+inline constexpr std::uint8_t kAethNoCredit = 0x1F;
+inline constexpr std::uint8_t kNakPsnSeqError = 0x60;
+inline constexpr std::uint8_t kNakInvalidRequest = 0x61;
+inline constexpr std::uint8_t kNakRemoteAccess = 0x62;
+inline constexpr std::uint8_t kNakRemoteOperation = 0x63;
+inline constexpr std::uint8_t kNakInvalidRdRequest = 0x64;
+
+// The IB RNR timer encoding (IBTA table 45): a 5-bit code to microseconds.
+std::uint32_t rnr_timer_us(std::uint8_t code);
+
+// Every field a packet may carry; which are meaningful is the opcode's `has`.
+struct Packet {
+  Opcode opcode = Opcode::send_only;
+  // BTH
+  bool solicited = false;
+  bool mig_req = false;
+  std::uint8_t pad = 0;  // parse: PadCnt; build: computed from the payload length
+  std::uint16_t pkey = kDefaultPkey;
+  bool fecn = false, becn = false;
+  std::uint32_t dest_qpn = 0;
+  bool ack_req = false;
+  std::uint32_t psn = 0;
+  // RETH (va, rkey, dma_len) and AtomicETH (va, rkey, swap_add, compare)
+  std::uint64_t va = 0;
+  std::uint32_t rkey = 0;
+  std::uint32_t dma_len = 0;
+  std::uint64_t swap_add = 0, compare = 0;
+  // AETH
+  std::uint8_t syndrome = 0;
+  std::uint32_t msn = 0;
+  // AtomicAckETH
+  std::uint64_t orig = 0;
+  // ImmDt (in network order as the consumer gave it: the 4 bytes are opaque)
+  std::uint32_t imm = 0;
+  // IETH
+  std::uint32_t inv_rkey = 0;
+  // DETH
+  std::uint32_t qkey = 0;
+  std::uint32_t src_qpn = 0;
+  // Payload, pad and ICRC excluded (parse only).
+  std::span<const std::uint8_t> payload;
+};
+
+enum class ParseError : std::uint8_t {
+  ok,
+  too_short,       // shorter than BTH + extended headers + pad + ICRC
+  unknown_opcode,  // not in the table
+  bad_version,     // BTH transport version not 0
+  bad_pad,         // PadCnt on an opcode without payload, or more than the payload
+};
+std::string_view to_string(ParseError e);
+
+// Parses a RoCEv2 UDP payload (ICRC included, not checked here: icrc_ok).
+ParseError parse(std::span<const std::uint8_t> udp_payload, Packet& out);
+
+// Writes the BTH and the opcode's extended headers for a packet of `payload_len` payload bytes
+// (PadCnt computed) into `out`; returns the header length (op_info(p.opcode).header_len), 0 for
+// an opcode not in the table.
+std::size_t build_headers(const Packet& p, std::size_t payload_len, std::span<std::uint8_t, kMaxHeaderLen> out);
+
+inline std::size_t pad_of(std::size_t payload_len) {
+  return (4 - (payload_len & 3)) & 3;
+}
+
+// What the ICRC covers of the IPv4 and UDP headers besides the RoCEv2 packet itself (the TOS,
+// TTL, IP checksum and UDP checksum are masked). A kernel UDP socket that sets DF and is not
+// connected sends IP ID 0; so do rxe and our dpdk netdev.
+struct IcrcAddr {
+  std::uint32_t src_ip = 0, dst_ip = 0;  // host order
+  std::uint16_t sport = 0, dport = kUdpPort;
+  std::uint16_t ip_id = 0;
+  std::uint16_t frag_off = 0x4000;  // DF
+};
+
+// The ICRC of a packet whose UDP payload is `pieces` (from the BTH through the pad, in order)
+// followed by the ICRC itself, as the value to store little-endian in the last 4 bytes.
+std::uint32_t icrc(const IcrcAddr& a, std::span<const std::span<const std::uint8_t>> pieces);
+// Whether the last 4 bytes of `udp_payload` are its ICRC.
+bool icrc_ok(const IcrcAddr& a, std::span<const std::uint8_t> udp_payload);
+// Whether some IP ID makes the ICRC right (a receiver that cannot see the IP header: a kernel
+// UDP socket; Linux rxe numbers its packets' IDs); true with `ip_id` set to it. The CRC is
+// affine in the ID's 16 bits, so this solves for it (16 steps, the map cached per packet
+// length); a corrupted packet passes with probability 2^-16 instead of 2^-32.
+bool icrc_ok_any_id(IcrcAddr a, std::span<const std::uint8_t> udp_payload, std::uint16_t& ip_id);
+
+// PSN arithmetic modulo 2^24: a - b as a signed distance in (-2^23, 2^23].
+inline std::int32_t psn_diff(std::uint32_t a, std::uint32_t b) {
+  return static_cast<std::int32_t>((a - b) << 8) >> 8;
+}
+inline std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) {
+  return (a + n) & kPsnMask;
+}
+
+// UDP source ports as Linux picks them (ECMP entropy; receivers ignore them). A QP's first one
+// comes from its number (rxe_qp.c: 0xC000 + hash_32(qpn, 14)); once connected, from the path's
+// flow label (rdma_get_udp_sport), which is derived from both QPNs when the path has none.
+// rdma_cm on RoCE gives the path a flow label from its own ports (cm_flow_label) and carries it in
+// the CM REQ.
+std::uint16_t source_port_of(std::uint32_t qpn);
+std::uint16_t source_port_of(std::uint32_t flow_label, std::uint32_t lqpn, std::uint32_t rqpn);
+std::uint32_t flow_label_of(std::uint32_t lqpn, std::uint32_t rqpn);
+std::uint32_t cm_flow_label(std::uint16_t sport, std::uint16_t dport);
+
+// Largest IB MTU (256..4096) whose packet fits an IP MTU of `ip_mtu` bytes (1500 -> 1024).
+std::uint32_t path_mtu_for(std::uint32_t ip_mtu);
+// IBTA's enum ib_mtu code (1: 256 ... 5: 4096) and back; 0 for anything else.
+std::uint8_t mtu_code(std::uint32_t mtu);
+std::uint32_t mtu_bytes(std::uint8_t code);
+
+}  // namespace softrnic::wire::roce

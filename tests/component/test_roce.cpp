@@ -1,0 +1,358 @@
+// Two soft RNICs speaking RoCEv2 RC over the loopback netdev, connected out of band (as
+// ibv_rc_pingpong and perftest connect): Sends segmented at the path MTU, RDMA Write and Read,
+// RNR NAK and retry, SRQ buffers, protection NAKs, and go-back-N recovery from drop, duplicate,
+// reorder and corruption (the ICRC) with nothing lost or doubled.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "harness.hpp"
+#include "softrnic/rnic.hpp"
+
+using namespace softrnic;
+using namespace std::chrono_literals;
+using softrnic::testing::poll_one;
+using softrnic::testing::Sink;
+
+namespace {
+
+struct RoceSide {
+  Sink sink;
+  std::unique_ptr<Device> dev;
+  Pd* pd = nullptr;
+  Cq* scq = nullptr;
+  Cq* rcq = nullptr;
+  Qp* qp = nullptr;
+  Srq* srq = nullptr;
+  std::vector<std::uint8_t> buf;
+  Mr* mr = nullptr;
+
+  ~RoceSide() { dev.reset(); }
+
+  void open(std::uint32_t ip, const netdev::ImpairPlan& impair = {}, RoceConfig rc = {}, bool with_srq = false) {
+    DeviceConfig c;
+    c.wire = Wire::roce;
+    c.netdev.kind = "loopback";
+    c.netdev.ip = netdev::to_string(NetAddr{ip, 0}).substr(0, netdev::to_string(NetAddr{ip, 0}).find(':'));
+    c.netdev.port = 4791;
+    c.netdev.max_datagram = 1472;  // path MTU 1024, as on Ethernet
+    c.netdev.impair = impair;
+    c.roce = rc;
+    std::string e;
+    dev = Device::open(c, e);
+    ASSERT_TRUE(dev) << e;
+    pd = dev->alloc_pd();
+    scq = dev->create_cq(4096, nullptr);
+    rcq = dev->create_cq(4096, nullptr);
+    if (with_srq) {
+      SrqInit si;
+      si.pd = pd;
+      si.max_wr = 64;
+      ASSERT_EQ(dev->create_srq(si, srq), Status::ok);
+    }
+    QpInit init;
+    init.pd = pd;
+    init.send_cq = scq;
+    init.recv_cq = rcq;
+    init.max_sge = 4;
+    init.max_send_wr = 1024;
+    init.max_recv_wr = 1024;
+    init.ord = init.ird = 8;
+    init.srq = srq;
+    init.on_event = [this](Qp*, const CmEvent& ev) { sink.on_event(ev); };
+    ASSERT_EQ(dev->create_qp(init, qp), Status::ok);
+    buf.assign(1 << 22, 0);
+    ASSERT_EQ(
+        dev->reg_mr(pd, buf.data(), buf.size(), Access::local_write | Access::remote_write | Access::remote_read, mr),
+        Status::ok);
+  }
+  Sge sge(std::size_t off, std::uint32_t len) const {
+    return Sge{stag(), reinterpret_cast<std::uintptr_t>(buf.data()) + off, len};
+  }
+  std::uint32_t stag() const { return dev->query_mr(mr).stag; }
+  std::uint64_t addr(std::size_t off = 0) const { return reinterpret_cast<std::uintptr_t>(buf.data()) + off; }
+  void post_recv(std::uint64_t id, std::size_t off, std::uint32_t len) {
+    const Sge g = sge(off, len);
+    const Status st = srq ? dev->post_srq_recv(srq, RecvWr{id, {&g, 1}}) : dev->post_recv(qp, RecvWr{id, {&g, 1}});
+    ASSERT_EQ(st, Status::ok);
+  }
+  Status post(SendOpcode op, std::uint64_t id, std::size_t off, std::uint32_t len, std::uint32_t rkey = 0,
+              std::uint64_t raddr = 0) {
+    const Sge g = sge(off, len);
+    SendWr wr;
+    wr.wr_id = id;
+    wr.opcode = op;
+    wr.sgl = {&g, 1};
+    wr.rkey = rkey;
+    wr.remote_addr = raddr;
+    return dev->post_send(qp, wr);
+  }
+};
+
+void fill(std::vector<std::uint8_t>& b, std::size_t off, std::size_t n, std::uint32_t seed) {
+  for (std::size_t i = 0; i < n; ++i) b[off + i] = static_cast<std::uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xFF);
+}
+
+struct RocePair : ::testing::Test {
+  RoceSide a, b;
+  static std::uint32_t next_ip() {
+    static std::uint32_t ip = 0x7F640001;  // 127.100.0.1, .2, ...
+    return ip++;
+  }
+  void open(const netdev::ImpairPlan& ia = {}, const netdev::ImpairPlan& ib = {}, RoceConfig rc = {},
+            bool srq_b = false) {
+    a.open(next_ip(), ia, rc);
+    b.open(next_ip(), ib, rc, srq_b);
+  }
+  void connect() {
+    RoceEndpoint ea, eb;
+    ASSERT_EQ(a.dev->roce_local(a.qp, ea), Status::ok);
+    ASSERT_EQ(b.dev->roce_local(b.qp, eb), Status::ok);
+    EXPECT_EQ(ea.mtu, 1024u);
+    EXPECT_EQ(ea.qpn, a.qp == nullptr ? 0 : ea.qpn);
+    ASSERT_EQ(a.dev->roce_connect(a.qp, eb, 8, 8), Status::ok);
+    ASSERT_EQ(b.dev->roce_connect(b.qp, ea, 8, 8), Status::ok);
+    CmEvent ev;
+    ASSERT_TRUE(a.sink.wait_event(ev));
+    EXPECT_EQ(ev.type, CmEventType::established);
+    ASSERT_TRUE(b.sink.wait_event(ev));
+    EXPECT_EQ(ev.type, CmEventType::established);
+  }
+};
+
+TEST_F(RocePair, SendsOfEverySizeArriveWhole) {
+  open();
+  connect();
+  const std::uint32_t sizes[] = {0, 1, 3, 1023, 1024, 1025, 2048, 4096, 5000, 65536, 1000000};
+  std::size_t off = 0;
+  for (std::size_t i = 0; i < std::size(sizes); ++i) {
+    b.post_recv(100 + i, off, sizes[i]);
+    fill(a.buf, off, sizes[i], static_cast<std::uint32_t>(i));
+    off += sizes[i];
+  }
+  off = 0;
+  for (std::size_t i = 0; i < std::size(sizes); ++i) {
+    ASSERT_EQ(a.post(SendOpcode::send, i, off, sizes[i]), Status::ok);
+    off += sizes[i];
+  }
+  for (std::size_t i = 0; i < std::size(sizes); ++i) {
+    Wc wc;
+    ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc)) << i;
+    EXPECT_EQ(wc.status, WcStatus::success);
+    EXPECT_EQ(wc.wr_id, 100 + i);
+    EXPECT_EQ(wc.byte_len, sizes[i]);
+    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc)) << i;
+    EXPECT_EQ(wc.status, WcStatus::success);
+    EXPECT_EQ(wc.wr_id, i);
+  }
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data(), off), 0);
+  EXPECT_EQ(a.dev->counters().retransmits, 0u);
+}
+
+TEST_F(RocePair, WriteAndReadMoveTheBytes) {
+  open();
+  connect();
+  fill(a.buf, 0, 300000, 1);
+  ASSERT_EQ(a.post(SendOpcode::rdma_write, 1, 0, 300000, b.stag(), b.addr(4096)), Status::ok);
+  fill(b.buf, 1 << 21, 200000, 2);
+  ASSERT_EQ(a.post(SendOpcode::rdma_read, 2, 1 << 20, 200000, b.stag(), b.addr(1 << 21)), Status::ok);
+  ASSERT_EQ(a.post(SendOpcode::rdma_read, 3, 3 << 20, 0, b.stag(), b.addr(0)), Status::ok);  // zero-length
+  for (std::uint64_t id : {1, 2, 3}) {
+    Wc wc;
+    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.status, WcStatus::success) << to_string(wc.status);
+  }
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data() + 4096, 300000), 0);
+  EXPECT_EQ(std::memcmp(a.buf.data() + (1 << 20), b.buf.data() + (1 << 21), 200000), 0);
+}
+
+TEST_F(RocePair, ReadIntoAScatterList) {
+  open();
+  connect();
+  fill(b.buf, 0, 5000, 3);
+  const Sge sgl[] = {a.sge(100, 1000), a.sge(9000, 3000), a.sge(20000, 1000)};
+  SendWr wr;
+  wr.wr_id = 9;
+  wr.opcode = SendOpcode::rdma_read;
+  wr.sgl = sgl;
+  wr.rkey = b.stag();
+  wr.remote_addr = b.addr(0);
+  ASSERT_EQ(a.dev->post_send(a.qp, wr), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(std::memcmp(a.buf.data() + 100, b.buf.data(), 1000), 0);
+  EXPECT_EQ(std::memcmp(a.buf.data() + 9000, b.buf.data() + 1000, 3000), 0);
+  EXPECT_EQ(std::memcmp(a.buf.data() + 20000, b.buf.data() + 4000, 1000), 0);
+}
+
+TEST_F(RocePair, RnrNakWaitsForTheBuffer) {
+  RoceConfig rc;
+  rc.min_rnr_timer = 1;  // 10 us
+  open({}, {}, rc);
+  connect();
+  fill(a.buf, 0, 3000, 4);
+  ASSERT_EQ(a.post(SendOpcode::send, 1, 0, 3000), Status::ok);
+  std::this_thread::sleep_for(20ms);
+  Wc wc;
+  EXPECT_EQ(a.dev->poll_cq(a.scq, {&wc, 1}), 0u);  // not acknowledged: no buffer yet
+  b.post_recv(5, 0, 4000);
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(wc.byte_len, 3000u);
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data(), 3000), 0);
+}
+
+TEST_F(RocePair, RnrRetryLimitFailsTheSend) {
+  RoceConfig rc;
+  rc.min_rnr_timer = 1;
+  rc.rnr_retry = 2;
+  open({}, {}, rc);
+  connect();
+  ASSERT_EQ(a.post(SendOpcode::send, 1, 0, 10), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::rnr_retry_exceeded);
+  CmEvent ev;
+  ASSERT_TRUE(a.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::broken);
+}
+
+TEST_F(RocePair, SrqBuffersAreTakenOnArrival) {
+  open({}, {}, {}, true);
+  connect();
+  for (int i = 0; i < 4; ++i) b.post_recv(10 + static_cast<std::uint64_t>(i), static_cast<std::size_t>(i) * 8192, 8192);
+  EXPECT_EQ(b.dev->srq_counts(b.srq).available, 4u);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(a.post(SendOpcode::send, static_cast<std::uint64_t>(i), 0, 5000), Status::ok);
+  for (int i = 0; i < 3; ++i) {
+    Wc wc;
+    ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+    EXPECT_EQ(wc.wr_id, 10u + static_cast<std::uint64_t>(i));
+    EXPECT_EQ(wc.srq, b.srq);
+  }
+  const SrqCounts c = b.dev->srq_counts(b.srq);
+  EXPECT_EQ(c.available, 1u);
+  EXPECT_EQ(c.outstanding, 4u);  // three completed, not yet reaped
+  b.dev->srq_reaped(b.srq, 3);
+  EXPECT_EQ(b.dev->srq_counts(b.srq).outstanding, 1u);
+  EXPECT_EQ(b.dev->recv_counts(b.qp).allocated, 0u);
+}
+
+TEST_F(RocePair, WriteOutsideTheRegionIsNakedAndTouchesNothing) {
+  open();
+  connect();
+  fill(a.buf, 0, 2048, 5);
+  const std::vector<std::uint8_t> before = b.buf;
+  ASSERT_EQ(a.post(SendOpcode::rdma_write, 1, 0, 2048, b.stag(), b.addr(b.buf.size() - 1024)), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::remote_access_error);
+  CmEvent ev;
+  ASSERT_TRUE(a.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::broken);
+  ASSERT_TRUE(b.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::broken);
+  EXPECT_NE(ev.reason.find("NAK"), std::string::npos) << ev.reason;
+  EXPECT_TRUE(b.buf == before);
+  // A Read with a wrong rkey: the same.
+}
+
+TEST_F(RocePair, ReadWithAWrongKeyIsNaked) {
+  open();
+  connect();
+  ASSERT_EQ(a.post(SendOpcode::rdma_read, 1, 0, 100, b.stag() ^ 0x5A, b.addr(0)), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::remote_access_error);
+}
+
+TEST_F(RocePair, NoPeerExhaustsTheRetries) {
+  RoceConfig rc;
+  rc.timeout = 8;  // ~1 ms
+  rc.retry_cnt = 2;
+  open({}, {}, rc);
+  connect();
+  b.dev.reset();  // gone without a word
+  ASSERT_EQ(a.post(SendOpcode::send, 1, 0, 10), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::transport_error);
+  EXPECT_EQ(a.dev->counters().retransmits, 2u);
+}
+
+// Go-back-N under drop 3 %, duplicate 2 %, reorder within 8 and corruption 1 % on both sides:
+// every Send, Write and Read completes once, in order, with the right bytes.
+struct RoceImpaired : RocePair, ::testing::WithParamInterface<std::uint64_t> {};
+
+TEST_P(RoceImpaired, LinkLosesNothing) {
+  {
+    const std::uint64_t seed = GetParam();
+    netdev::ImpairPlan p;
+    p.seed = seed;
+    p.drop = 0.03;
+    p.dup = 0.02;
+    p.reorder = 8;
+    p.corrupt = 0.01;
+    netdev::ImpairPlan q = p;
+    q.seed = seed + 100;
+    RoceConfig rc;
+    rc.timeout = 10;  // ~4 ms
+    rc.min_rnr_timer = 1;
+    open(p, q, rc);
+    connect();
+    constexpr int kMsgs = 60;
+    constexpr std::uint32_t kLen = 7000;
+    for (int i = 0; i < kMsgs; ++i)
+      b.post_recv(static_cast<std::uint64_t>(i), static_cast<std::size_t>(i) * kLen, kLen);
+    fill(a.buf, 0, kMsgs * kLen, static_cast<std::uint32_t>(seed));
+    fill(b.buf, 3 << 20, 100000, static_cast<std::uint32_t>(seed + 9));
+    std::uint64_t id = 0;
+    for (int i = 0; i < kMsgs; ++i) {
+      ASSERT_EQ(a.post(SendOpcode::send, id++, static_cast<std::size_t>(i) * kLen, kLen), Status::ok);
+      if (i % 10 == 0) {
+        ASSERT_EQ(a.post(SendOpcode::rdma_write, id++, static_cast<std::size_t>(i) * kLen, kLen, b.stag(),
+                         b.addr((2 << 20) + static_cast<std::size_t>(i) * kLen)),
+                  Status::ok);
+      }
+      if (i % 20 == 5) {
+        ASSERT_EQ(a.post(SendOpcode::rdma_read, id++, (3 << 20) + static_cast<std::size_t>(i) * 1000, 20000, b.stag(),
+                         b.addr(3 << 20)),
+                  Status::ok);
+      }
+    }
+    for (std::uint64_t k = 0; k < id; ++k) {
+      Wc wc;
+      ASSERT_TRUE(poll_one(*a.dev, a.scq, wc, 20000ms)) << k;
+      EXPECT_EQ(wc.wr_id, k);
+      EXPECT_EQ(wc.status, WcStatus::success) << to_string(wc.status);
+    }
+    for (int i = 0; i < kMsgs; ++i) {
+      Wc wc;
+      ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc, 20000ms)) << i;
+      EXPECT_EQ(wc.wr_id, static_cast<std::uint64_t>(i));
+      EXPECT_EQ(wc.byte_len, kLen);
+    }
+    Wc extra;
+    EXPECT_EQ(b.dev->poll_cq(b.rcq, {&extra, 1}), 0u);
+    EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data(), kMsgs * kLen), 0);
+    for (int i = 0; i < kMsgs; i += 10)
+      EXPECT_EQ(std::memcmp(a.buf.data() + static_cast<std::size_t>(i) * kLen,
+                            b.buf.data() + (2 << 20) + static_cast<std::size_t>(i) * kLen, kLen),
+                0);
+    for (int i = 5; i < kMsgs; i += 20)
+      EXPECT_EQ(
+          std::memcmp(a.buf.data() + (3 << 20) + static_cast<std::size_t>(i) * 1000, b.buf.data() + (3 << 20), 20000),
+          0);
+    EXPECT_GT(a.dev->counters().retransmits + b.dev->counters().retransmits, 0u);
+    EXPECT_GT(a.dev->counters().rx_bad_frames + b.dev->counters().rx_bad_frames, 0u) << "the ICRC caught corruption";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, RoceImpaired, ::testing::Values(1u, 2u, 3u));
+
+}  // namespace
