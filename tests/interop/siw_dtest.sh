@@ -186,55 +186,17 @@ esac
 fill_in() { local c=${1//IA/$2}; echo "${c//ADDR/$3}"; }
 
 # ---- the referee: root, tun, qemu, an image (installed and built here if missing and possible)
-[[ $(id -u) == 0 ]] || skip "needs root (the referee VM uses a network namespace and tap devices)"
-[[ -x $rdmavm/run.sh && -x $rdmavm/build.sh ]] || skip "no referee VM at $rdmavm"
-[[ -e /dev/net/tun ]] || skip "/dev/net/tun missing (tap devices unavailable)"
 for t in "${h_srv%% *}" "${h_cli%% *}"; do
   command -v "$t" >/dev/null || skip "$t not installed on the host (apt-get install dapl2-utils)"
 done
-cache=${RDMAVM_CACHE:-/var/cache/rdmavm}
-mkdir -p /run/lock
-exec 9>/run/lock/softrnic-rdmavm-setup.lock
-flock -w 1200 9 || skip "another process holds /run/lock/softrnic-rdmavm-setup.lock"
-have_image() { [[ -s $cache/vmlinuz && -s $cache/initrd.cpio.gz ]]; }
 [[ $role == softrnic_client ]] || gate_port=""
-need=()
-command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
-command -v tcpdump >/dev/null || need+=(tcpdump)
-command -v ethtool >/dev/null || need+=(ethtool)
-[[ -n $gate_port ]] && ! command -v nft >/dev/null && need+=(nftables)
-if ! have_image; then
-  for c in cpio:cpio gcc-12:gcc-12 make:make objcopy:binutils; do
-    command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
-  done
-fi
-if ((${#need[@]})); then
-  echo "interop: installing what the referee needs: ${need[*]}"
-  if command -v apt-get >/dev/null \
-     && { DEBIAN_FRONTEND=noninteractive apt-get update -q \
-          && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"; } \
-        >/tmp/softrnic-rdmavm-apt.log 2>&1; then
-    :
-  else
-    tail -5 /tmp/softrnic-rdmavm-apt.log 2>/dev/null || true
-    echo "interop: could not install ${need[*]} (log: /tmp/softrnic-rdmavm-apt.log)"
-  fi
-fi
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing and not installable (apt-get install qemu-system-x86)"
-if ! have_image; then
-  echo "interop: building the referee image in $cache ($rdmavm/build.sh, ~1 min, downloads ~230 MB)"
-  t0=$SECONDS
-  if ! "$rdmavm/build.sh" "$cache" >/tmp/softrnic-rdmavm-build.log 2>&1; then
-    tail -15 /tmp/softrnic-rdmavm-build.log
-    skip "no referee image in $cache and build.sh failed (log: /tmp/softrnic-rdmavm-build.log)"
-  fi
-  echo "interop: image built in $((SECONDS - t0)) s"
-fi
+# shellcheck source=referee.sh
+. "$src/tests/interop/referee.sh"
+referee_prepare ${gate_port:+nftables}
 if [[ -n $gate_port ]] && ! command -v nft >/dev/null; then
   echo "interop: WARNING: no nft: dtest's listen race is not gated (the client may be refused)"
   gate_port=""
 fi
-flock -u 9
 
 # ---- the run
 work=$(mktemp -d /tmp/softrnic-interop.XXXXXX)
