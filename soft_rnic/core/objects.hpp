@@ -124,6 +124,14 @@ struct ReadOut {
 // never a region's, so a read into a scatter list names one of them (the QP's next) as its sink.
 inline constexpr std::uint32_t kMaxInternalStag = 1u << 16;
 
+// The rdma_cm port (TCP port over iWARP, service ID over IB CM) of a DAT conn_qual, as OFA dapl's
+// cma provider maps it: above 16 bits, folded into the upper range. 0 for none.
+inline std::uint16_t rdma_cm_port(std::uint64_t conn_qual) {
+  constexpr std::uint64_t kMod = 32001, kBase = 65535 - kMod;
+  if (conn_qual > 0xFFFF) return static_cast<std::uint16_t>(conn_qual % kMod + kBase);
+  return static_cast<std::uint16_t>(conn_qual);
+}
+
 enum class CmPhase : std::uint8_t { none, connecting, accepting, connected, disconnecting, closed };
 
 class Transport;

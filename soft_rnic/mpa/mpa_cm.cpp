@@ -24,9 +24,7 @@ constexpr std::size_t kMaxHandshake = w::kMpaReqRepHdrLen + w::kMpaMaxPrivateDat
 // siw listens on the rdma_cm port itself): up to 0xFFFF the number itself, above it folded into
 // 33534..65534. 0 for conn_qual 0.
 std::uint16_t port_of(std::uint64_t conn_qual) {
-  constexpr std::uint64_t kMod = 32001, kBase = 65535 - kMod;
-  if (conn_qual > 0xFFFF) return static_cast<std::uint16_t>(conn_qual % kMod + kBase);
-  return static_cast<std::uint16_t>(conn_qual);
+  return rdma_cm_port(conn_qual);
 }
 
 Mpa::Mpa(Ctx& ctx, netdev::StreamNetdev& nd, const Settings& s) : iwarp::Transport(ctx), ctx_(ctx), nd_(nd), set_(s) {

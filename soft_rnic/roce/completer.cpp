@@ -172,7 +172,14 @@ void Roce::complete_error(Qp& qp, WcStatus status, std::string reason) {
 
 void Roce::on_timer(Qp& qp, Clock::time_point now) {
   RoceQp& s = st(qp);
-  if (!s.connected) return;
+  if (s.cm == CmState::req_sent || s.cm == CmState::rep_sent || s.cm == CmState::dreq_sent) {
+    cm_timer(qp, now);
+    if (!ctx_.qps.count(qp.qpn)) return;
+  }
+  if (!s.connected) {
+    rearm(qp);
+    return;
+  }
   if (!s.jobs.empty()) send_responses(qp);
   if (!s.connected || s.reqs.empty()) return;
   if (s.rnr_wait) {

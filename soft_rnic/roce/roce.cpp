@@ -29,7 +29,9 @@ Roce::Roce(Ctx& ctx, netdev::Netdev& nd) : ctx_(ctx), nd_(nd), self_(nd.local_ad
   for (std::size_t i = 0; i < kRxBurst; ++i) rx_frames_[i] = netdev::RxFrame{{}, rx_bufs_.data() + i * cap, cap, 0};
 }
 
-Roce::~Roce() = default;
+Roce::~Roce() {
+  for (Request* r : reqs_) delete r;
+}
 
 std::unique_ptr<TransportQp> Roce::make_qp_state() {
   auto s = std::make_unique<RoceQp>();
@@ -44,44 +46,15 @@ void Roce::reset(Qp& qp) {
 }
 
 void Roce::destroy(Qp& qp) {
+  RoceQp& s = st(qp);
+  if (s.connected && s.cm != CmState::idle) start_linger(qp, true);  // a DREQ tells the peer
+  if (s.req) {
+    s.req->qp = nullptr;
+    drop_req(s.req);
+    s.req = nullptr;
+  }
   timers_.cancel(qp.qpn);
   std::erase(ack_list_, &qp);
-}
-
-// ---- connection management (IB CM over QP1: not yet) ----
-
-Status Roce::connect(Qp&, NetAddr, std::uint64_t, std::span<const std::uint8_t>, std::chrono::milliseconds) {
-  return Status::invalid_state;  // RoCEv2 connection management is not built yet: roce_connect
-}
-Status Roce::listen(std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>) {
-  return Status::invalid_state;
-}
-Status Roce::stop_listen(std::uint64_t) {
-  return Status::not_found;
-}
-Status Roce::accept(ConnRequest*, Qp&, std::span<const std::uint8_t>) {
-  return Status::invalid_state;
-}
-Status Roce::reject(ConnRequest*, std::span<const std::uint8_t>) {
-  return Status::invalid_state;
-}
-
-Status Roce::disconnect(Qp& qp, bool graceful) {
-  if (qp.cm != CmPhase::connected) return Status::invalid_state;
-  if (graceful && qp.state == QpState::rts) {
-    qp.state = QpState::closing;
-    qp.cm = CmPhase::disconnecting;
-    if (qp.sq_wait.empty()) send_queue_drained(qp);
-    return Status::ok;
-  }
-  close_qp(qp, CmEventType::disconnected, "disconnected");
-  return Status::ok;
-}
-
-void Roce::send_queue_drained(Qp& qp) {
-  // Without connection management there is no DREQ: the close follows what was posted once it
-  // is acknowledged (completer), or now when nothing is outstanding.
-  if (st(qp).reqs.empty()) close_qp(qp, CmEventType::disconnected, "disconnected");
 }
 
 void Roce::flush(Qp& qp) {
@@ -95,14 +68,27 @@ void Roce::flush(Qp& qp) {
 }
 
 void Roce::closed(Qp& qp) {
-  st(qp).connected = false;
+  RoceQp& s = st(qp);
+  s.connected = false;
+  s.cm = CmState::idle;
+  if (s.req) {
+    s.req->qp = nullptr;
+    drop_req(s.req);
+    s.req = nullptr;
+  }
   timers_.cancel(qp.qpn);
   std::erase(ack_list_, &qp);
 }
 
 void Roce::close_all() {
-  for (auto& [n, qp] : ctx_.qps)
-    if (st(*qp).connected) closed(*qp);
+  // Every open connection's peer hears a DREQ (resent until its DREP, for a while).
+  for (auto& [n, qp] : ctx_.qps) {
+    RoceQp& s = st(*qp);
+    if (s.connected && s.cm != CmState::idle) {
+      start_linger(*qp, true);
+      closed(*qp);
+    }
+  }
 }
 
 RoceEndpoint Roce::local(const Qp& qp) const {
@@ -118,12 +104,14 @@ Status Roce::connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, 
   if (ord > ctx_.limits.max_rd || ird > ctx_.limits.max_rd) return Status::invalid_param;
   RoceQp& s = st(qp);
   s.connected = true;
+  s.dst = wire_addr(remote.addr.ip);
+  if (remote.addr.port) s.dst.port = remote.addr.port;
   s.peer_qpn = remote.qpn;
   s.mtu = remote.mtu ? std::min(remote.mtu, link_mtu_) : link_mtu_;
   s.exp_psn = remote.psn;
   s.retry_left = ctx_.cfg.roce.retry_cnt;
   s.rnr_left = ctx_.cfg.roce.rnr_retry;
-  qp.peer = NetAddr{remote.addr.ip, remote.addr.port ? remote.addr.port : self_.port};
+  qp.peer = s.dst;
   qp.local = self_;
   qp.ord = ord;
   qp.ird = ird;
@@ -154,7 +142,7 @@ std::size_t Roce::poll(std::optional<Clock::time_point> now) {
 }
 
 std::chrono::microseconds Roce::next_wait() {
-  std::chrono::microseconds wait(100000);
+  std::chrono::microseconds wait(lingers_.empty() ? 100000 : 10000);
   if (const auto t = timers_.next())
     wait =
         std::clamp(std::chrono::ceil<std::chrono::microseconds>(*t - Clock::now()), std::chrono::microseconds(1), wait);
@@ -177,6 +165,14 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
     ctx_.ctr.rx_bad_frames++;
     return;
   }
+  if (p.dest_qpn == w::kGsiQpn) {
+    // QP1: connection management MADs (UD, the GSI's Q_Key).
+    if (p.opcode == w::Opcode::ud_send_only && p.qkey == w::kGsiQkey && p.payload.size() >= wire::ibcm::kMadLen)
+      handle_mad(from, p.payload.first(wire::ibcm::kMadLen));
+    else
+      ctx_.ctr.rx_bad_frames++;
+    return;
+  }
   const auto it = ctx_.qps.find(p.dest_qpn);
   if (it == ctx_.qps.end()) {
     ctx_.ctr.rx_unknown_qp++;
@@ -185,11 +181,12 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
   Qp& qp = *it->second;
   RoceQp& s = st(qp);
   // RC: only the connected peer's packets (address and RC opcodes).
-  if (!s.connected || from.ip != qp.peer.ip || !(w::op_info(p.opcode).has & w::kRc)) {
+  if (!s.connected || from.ip != s.dst.ip || !(w::op_info(p.opcode).has & w::kRc)) {
     ctx_.ctr.rx_unknown_qp++;
     return;
   }
   qp.ctr.rx_frames++;
+  if (s.cm == CmState::rep_sent) established(qp);  // the RTU was lost: the first packet says as much
   if (w::op_info(p.opcode).has & w::kRequest)
     on_request(qp, p);
   else
@@ -208,7 +205,7 @@ bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint6
   }
   const std::size_t pad = w::pad_of(len);
   std::array<std::uint8_t, 8> tail{};
-  const w::IcrcAddr a{self_.ip, qp.peer.ip, self_.port, qp.peer.port, 0, 0x4000};
+  const w::IcrcAddr a{self_.ip, s_dst(qp).ip, self_.port, s_dst(qp).port, 0, 0x4000};
   // The payload is read here first, straight from registered memory: a region unmapped meanwhile
   // faults here and fails the request instead of the process.
   struct Args {
@@ -226,7 +223,7 @@ bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint6
     return false;
   }
   for (std::size_t i = 0; i < 4; ++i) tail[pad + i] = static_cast<std::uint8_t>(args.crc >> (8 * i));
-  const netdev::TxFrame f{qp.peer, {hdr.data(), hl}, body, {tail.data(), pad + w::kIcrcLen}};
+  const netdev::TxFrame f{s_dst(qp), {hdr.data(), hl}, body, {tail.data(), pad + w::kIcrcLen}};
   nd_.tx_burst({&f, 1});
   qp.ctr.tx_frames++;
   return true;
@@ -244,6 +241,7 @@ void Roce::flush_acks() {
 }
 
 void Roce::timers(Clock::time_point now) {
+  cm_sweep(now);
   timers_.expire(now, [&](std::uint32_t qpn) {
     const auto it = ctx_.qps.find(qpn);
     if (it != ctx_.qps.end()) on_timer(*it->second, now);
@@ -253,6 +251,8 @@ void Roce::timers(Clock::time_point now) {
 // Arms the QP's timer at its next deadline: the RNR wait, or the oldest request's ACK timeout.
 void Roce::rearm(Qp& qp) {
   RoceQp& s = st(qp);
+  if (s.cm == CmState::req_sent || s.cm == CmState::rep_sent || s.cm == CmState::dreq_sent)
+    timers_.arm(qp.qpn, std::min(s.cm_next, s.cm_deadline));
   if (!s.connected) return;
   if (!s.jobs.empty()) timers_.arm(qp.qpn, Clock::now());  // Read responses still to send
   if (!s.reqs.empty()) timers_.arm(qp.qpn, s.rnr_wait ? s.rnr_until : s.progress_at + ack_timeout_);

@@ -7,6 +7,9 @@
 //   duplicates re-acknowledged or replayed, ACKs coalesced per receive round;
 // - completer.cpp (rxe_comp.c): ACKs, NAKs and Read responses complete the send queue in order;
 //   the retransmission and RNR timers, retry_cnt and rnr_retry;
+// - cm.cpp: IB connection management over QP1 as rdma_cm speaks it (REQ with the CMA header, MRA,
+//   REP, RTU, REJ, DREQ, DREP; retries and timeouts), so that rdma_cm on Linux connects to us and
+//   we to it;
 // - roce.cpp: the receive round (ICRC, dispatch by QPN), transmission, QP life, the out-of-band
 //   connection.
 // Positions (core's Pos) are 64-bit extended PSNs: a work request ends at the PSN after its last
@@ -14,15 +17,19 @@
 // next expected one.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "engine.hpp"
 #include "queues.hpp"
 #include "softrnic/netdev/netdev.hpp"
+#include "softrnic/wire/ib_cm.hpp"
 #include "softrnic/wire/roce.hpp"
 #include "timer_queue.hpp"
 
@@ -66,8 +73,12 @@ struct ReadJob {
   SglRef src;         // the source region, read at each packet
 };
 
+// Where a QP is in IB CM (ours: the active side sends REQ and RTU, the passive side REP).
+enum class CmState : std::uint8_t { idle, req_sent, rep_sent, established, dreq_sent };
+
 struct RoceQp final : TransportQp {
   bool connected = false;
+  NetAddr dst{};  // where its packets go: the peer's address, the RoCEv2 port
   std::uint32_t peer_qpn = 0;
   std::uint32_t mtu = 1024;
   std::uint32_t init_psn = 0;  // our first PSN (24 bits)
@@ -101,6 +112,37 @@ struct RoceQp final : TransportQp {
   std::deque<ReadJob> jobs;   // Read responses still to send
   bool ack_pending = false;
   Pos ack_psn = 0;
+
+  // IB CM.
+  CmState cm = CmState::idle;
+  std::uint32_t local_comm = 0, remote_comm = 0;
+  std::uint64_t tid = 0;
+  std::array<std::uint8_t, wire::ibcm::kMadLen> mad{};  // the last REQ, REP, RTU or DREQ, sent again on timeout
+  int cm_tries = 0;
+  Clock::time_point cm_next{};      // the next retransmission of `mad`
+  Clock::time_point cm_deadline{};  // the connection attempt fails then
+  struct Request* req = nullptr;    // passive: the request we accepted
+};
+
+// A connection request (a CM REQ) a listener received.
+struct Request final : ConnRequest {
+  NetAddr from{};  // its IP and rdma_cm port (from the CMA header)
+  std::uint64_t conn_qual = 0;
+  std::uint64_t tid = 0;
+  wire::ibcm::Req req;
+  Clock::time_point arrived{};
+  Qp* qp = nullptr;  // accepted onto
+};
+
+// A connection that ended while its DREQ waits for a DREP (resent), or that answers the peer's
+// repeated DREQ with a DREP.
+struct Linger {
+  NetAddr dst{};
+  std::uint32_t local_comm = 0, remote_comm = 0, remote_qpn = 0;
+  std::uint64_t tid = 0;
+  bool dreq = false;  // we still resend our DREQ
+  int tries = 0;
+  Clock::time_point next{}, expiry{};
 };
 
 class Roce final : public Transport, public engine::Pollable {
@@ -128,11 +170,16 @@ class Roce final : public Transport, public engine::Pollable {
   void closed(Qp& qp) override;
   void fatal(Qp& qp, Error e, std::string reason, std::optional<Pos> bad) override;
   void close_all() override;
-  bool lingering() const override { return false; }
+  bool lingering() const override {
+    return std::any_of(lingers_.begin(), lingers_.end(), [](const Linger& l) { return l.dreq; });
+  }
 
   // The out-of-band connection (Device::roce_local / roce_connect).
   RoceEndpoint local(const Qp& qp) const;
   Status connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, std::uint32_t ird);
+
+  // The peer's address on the wire (the device's own port: every RoCEv2 node receives on 4791).
+  NetAddr wire_addr(std::uint32_t ip) const { return NetAddr{ip, self_.port}; }
 
   // engine::Pollable
   std::size_t poll(std::optional<Clock::time_point> now) override;
@@ -141,6 +188,7 @@ class Roce final : public Transport, public engine::Pollable {
  private:
   static RoceQp& st(Qp& qp) { return static_cast<RoceQp&>(*qp.t); }
   static const RoceQp& st(const Qp& qp) { return static_cast<const RoceQp&>(*qp.t); }
+  static NetAddr s_dst(const Qp& qp) { return st(qp).dst; }
   Pos ext(Pos ref, std::uint32_t psn24) const {
     return ref + static_cast<Pos>(static_cast<std::int64_t>(wire::roce::psn_diff(psn24, ref & wire::roce::kPsnMask)));
   }
@@ -169,6 +217,30 @@ class Roce final : public Transport, public engine::Pollable {
   void send_ack(Qp& qp, std::uint8_t syndrome, Pos psn);
   void nak(Qp& qp, std::uint8_t code, Pos psn, Error e, std::string reason);
 
+  // cm.cpp
+  void handle_mad(NetAddr from, std::span<const std::uint8_t> mad);
+  void send_mad(NetAddr to, std::span<const std::uint8_t> mad);
+  template <class M>
+  void send_cm(NetAddr to, const M& m, std::uint64_t tid,
+               std::array<std::uint8_t, wire::ibcm::kMadLen>* keep = nullptr);
+  void on_req(NetAddr from, const wire::ibcm::MadHdr& h, const wire::ibcm::Req& m);
+  void on_rep(const wire::ibcm::MadHdr& h, const wire::ibcm::Rep& m);
+  void on_rtu(const wire::ibcm::Rtu& m);
+  void on_rej(NetAddr from, const wire::ibcm::Rej& m);
+  void on_mra(const wire::ibcm::Mra& m);
+  void on_dreq(NetAddr from, const wire::ibcm::MadHdr& h, const wire::ibcm::Dreq& m);
+  void on_drep(const wire::ibcm::Drep& m);
+  Qp* qp_by_comm(std::uint32_t local_comm) const;
+  void established(Qp& qp);
+  void send_dreq(Qp& qp);
+  void reject_req(NetAddr to, std::uint64_t tid, const wire::ibcm::Req& r, wire::ibcm::RejReason why,
+                  std::span<const std::uint8_t> pd = {});
+  void cm_timer(Qp& qp, Clock::time_point now);
+  void cm_sweep(Clock::time_point now);
+  void start_linger(Qp& qp, bool dreq);
+  bool known_req(const ConnRequest* r) const;
+  void drop_req(Request* r);
+
   // completer.cpp
   void on_response(Qp& qp, const wire::roce::Packet& p);
   void acknowledged(Qp& qp, Pos through);
@@ -181,6 +253,12 @@ class Roce final : public Transport, public engine::Pollable {
   std::uint32_t link_mtu_ = 1024;
   std::chrono::microseconds ack_timeout_{67108};
   engine::TimerQueue timers_;
+  std::map<std::uint16_t, std::pair<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>>>
+      listeners_;               // by rdma_cm port: conn_qual, callback
+  std::vector<Request*> reqs_;  // received, not yet accepted or rejected (or accepted, waiting for the RTU)
+  std::vector<Linger> lingers_;
+  std::uint32_t gsi_psn_ = 0;  // QP1's send PSN
+  Clock::time_point last_sweep_{};
   std::vector<Qp*> ack_list_;
   std::vector<std::uint8_t> rx_bufs_, tx_gather_;
   std::vector<netdev::RxFrame> rx_frames_;

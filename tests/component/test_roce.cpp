@@ -353,6 +353,121 @@ TEST_P(RoceImpaired, LinkLosesNothing) {
   }
 }
 
+// ---- IB CM over QP1 (rdma_cm's dialect) ----
+
+struct RoceCm : RocePair {
+  static constexpr std::uint64_t kQual = 7174;
+  void cm_connect(std::vector<std::uint8_t> req_pd, std::vector<std::uint8_t> rep_pd) {
+    ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
+              Status::ok);
+    ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), kQual, req_pd, 10000ms), Status::ok);
+    ConnRequest* r = nullptr;
+    ConnRequestInfo info;
+    ASSERT_TRUE(b.sink.wait_request(r, info, 10000ms));
+    EXPECT_EQ(info.conn_qual, kQual);
+    EXPECT_EQ(info.remote.ip, a.dev->address().ip);
+    ASSERT_GE(info.private_data.size(), req_pd.size());
+    EXPECT_TRUE(std::equal(req_pd.begin(), req_pd.end(), info.private_data.begin()));
+    ASSERT_EQ(b.dev->accept(r, b.qp, rep_pd), Status::ok);
+    CmEvent ev;
+    ASSERT_TRUE(a.sink.wait_event(ev, 10000ms));
+    ASSERT_EQ(ev.type, CmEventType::established) << ev.reason;
+    ASSERT_GE(ev.private_data.size(), rep_pd.size());
+    EXPECT_TRUE(std::equal(rep_pd.begin(), rep_pd.end(), ev.private_data.begin()));
+    ASSERT_TRUE(b.sink.wait_event(ev, 10000ms));
+    ASSERT_EQ(ev.type, CmEventType::established) << ev.reason;
+  }
+};
+
+TEST_F(RoceCm, ConnectSendDisconnect) {
+  open();
+  cm_connect({'h', 'e', 'l', 'l', 'o'}, {'w', 'o', 'r', 'l', 'd'});
+  EXPECT_EQ(a.dev->qp_peer(a.qp), (NetAddr{b.dev->address().ip, 7174}));
+  EXPECT_EQ(b.dev->qp_local(b.qp).port, 7174);
+  EXPECT_NE(a.dev->qp_local(a.qp).port, 0);
+  EXPECT_EQ(b.dev->qp_peer(b.qp), (NetAddr{a.dev->address().ip, a.dev->qp_local(a.qp).port}));
+  b.post_recv(1, 0, 10000);
+  fill(a.buf, 0, 10000, 7);
+  ASSERT_EQ(a.post(SendOpcode::send, 1, 0, 10000), Status::ok);
+  ASSERT_EQ(a.dev->disconnect(a.qp, true), Status::ok);  // graceful: the Send goes first
+  Wc wc;
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data(), 10000), 0);
+  CmEvent ev;
+  ASSERT_TRUE(a.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::disconnected) << ev.reason;
+  ASSERT_TRUE(b.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::disconnected) << ev.reason;
+  // Both QPs can be reset and connected again.
+  ASSERT_EQ(a.dev->reset_qp(a.qp), Status::ok);
+  ASSERT_EQ(b.dev->reset_qp(b.qp), Status::ok);
+  ASSERT_EQ(b.dev->stop_listen(kQual), Status::ok);
+  cm_connect({1}, {2});
+}
+
+TEST_F(RoceCm, RejectCarriesPrivateData) {
+  open();
+  ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
+            Status::ok);
+  ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), kQual, {}, 5000ms), Status::ok);
+  ConnRequest* r = nullptr;
+  ConnRequestInfo info;
+  ASSERT_TRUE(b.sink.wait_request(r, info));
+  const std::vector<std::uint8_t> no{'n', 'o', '!'};
+  ASSERT_EQ(b.dev->reject(r, no), Status::ok);
+  CmEvent ev;
+  ASSERT_TRUE(a.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::rejected);
+  ASSERT_GE(ev.private_data.size(), 3u);
+  EXPECT_TRUE(std::equal(no.begin(), no.end(), ev.private_data.begin()));
+  EXPECT_EQ(b.dev->reject(r, no), Status::invalid_param);  // gone
+}
+
+TEST_F(RoceCm, NoListenerIsReported) {
+  open();
+  ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), 999, {}, 5000ms), Status::ok);
+  CmEvent ev;
+  ASSERT_TRUE(a.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::no_listener) << ev.reason;
+}
+
+TEST_F(RoceCm, NobodyThereTimesOut) {
+  open();
+  b.dev.reset();
+  ASSERT_EQ(a.dev->connect(a.qp, NetAddr{0x7F640099, 0}, kQual, {}, 1500ms), Status::ok);
+  CmEvent ev;
+  ASSERT_TRUE(a.sink.wait_event(ev, 5000ms));
+  EXPECT_EQ(ev.type, CmEventType::unreachable) << ev.reason;
+}
+
+TEST_F(RoceCm, LossyLinkStillConnectsAndCloses) {
+  netdev::ImpairPlan p;
+  p.seed = 5;
+  p.drop = 0.3;
+  netdev::ImpairPlan q = p;
+  q.seed = 6;
+  RoceConfig rc;
+  rc.timeout = 10;
+  open(p, q, rc);
+  cm_connect({9}, {8});
+  for (int i = 0; i < 20; ++i) b.post_recv(static_cast<std::uint64_t>(i), static_cast<std::size_t>(i) * 100, 100);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(a.post(SendOpcode::send, static_cast<std::uint64_t>(i), 0, 100), Status::ok);
+  for (int i = 0; i < 20; ++i) {
+    Wc wc;
+    ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc, 10000ms));
+    EXPECT_EQ(wc.wr_id, static_cast<std::uint64_t>(i));
+  }
+  ASSERT_EQ(b.dev->disconnect(b.qp, false), Status::ok);
+  CmEvent ev;
+  ASSERT_TRUE(b.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::disconnected);
+  ASSERT_TRUE(a.sink.wait_event(ev, 10000ms));
+  EXPECT_EQ(ev.type, CmEventType::disconnected) << ev.reason;
+}
+
 INSTANTIATE_TEST_SUITE_P(Seeds, RoceImpaired, ::testing::Values(1u, 2u, 3u));
 
 }  // namespace

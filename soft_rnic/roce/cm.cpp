@@ -1,0 +1,563 @@
+// RoCEv2 connection management: IB CM MADs (IBTA vol. 1 chapter 12) on QP1 as rdma_cm speaks
+// them, so that rdma_cm on Linux (rping, perftest -R, OFA dapl's cma provider) connects to us and
+// we to it. Active side: REQ (rdma_cm's CMA header and the consumer's 56 bytes of private data),
+// resent until a REP, an MRA (which asks for more time) or a REJ comes, or the caller's timeout;
+// RTU. Passive side: a REQ to a listening port goes to the consumer; accept answers REP (resent
+// until the RTU or the first packet on the QP), reject answers REJ with the consumer's private
+// data; a REQ repeated while the consumer decides gets an MRA. Disconnect: DREQ, resent until
+// the DREP; a closed connection answers a repeated DREQ for a while (Linger).
+#include <sodium.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <variant>
+
+#include "roce.hpp"
+
+namespace softrnic::roce {
+
+namespace w = wire::roce;
+namespace cm = wire::ibcm;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kCmRetry = 500ms;  // first retransmission of a REQ, REP or DREQ; doubling to 4 s
+constexpr auto kCmRetryMax = 4000ms;
+constexpr auto kDreqWait = 4000ms;    // a DREQ without a DREP: the connection closes anyway
+constexpr auto kLingerTime = 5000ms;  // a closed connection answers repeated DREQs this long
+constexpr auto kReqExpiry = 120s;     // a request the consumer never decides on goes then
+constexpr std::size_t kMaxPendingReqs = 1024;
+constexpr std::uint8_t kCmResponseTimeout = 20;  // what we advertise (rdma_cm: CMA_CM_RESPONSE_TIMEOUT)
+constexpr std::uint8_t kMaxCmRetries = 15;       // rdma_cm's CMA_MAX_CM_RETRIES
+constexpr std::uint8_t kMraTimeout = 24;         // an MRA asks for 4.096 us * 2^24 = 69 s
+constexpr std::uint8_t kLocalAckTimeout = 19;    // rdma_cm on RoCE: packet life time 18, + 1
+constexpr std::uint8_t kTargetAckDelay = 15;
+
+std::uint64_t guid_of(std::uint32_t ip) {
+  return 0x0253465200000000ull | ip;  // 02 'S' 'F' 'R', then the IPv4 address
+}
+
+std::uint32_t random_comm_id() {
+  std::uint32_t v = 0;
+  while (v == 0) v = randombytes_random();
+  return v;
+}
+
+template <std::size_t N>
+void put_private(std::array<std::uint8_t, N>& dst, std::span<const std::uint8_t> src, std::size_t at = 0) {
+  std::copy_n(src.begin(), std::min(src.size(), N - at), dst.begin() + static_cast<std::ptrdiff_t>(at));
+}
+
+std::chrono::steady_clock::duration cm_backoff(int tries) {
+  return std::min<std::chrono::steady_clock::duration>(kCmRetry * (1 << std::min(tries, 4)), kCmRetryMax);
+}
+
+}  // namespace
+
+void Roce::send_mad(NetAddr to, std::span<const std::uint8_t> mad) {
+  w::Packet p;
+  p.opcode = w::Opcode::ud_send_only;
+  p.dest_qpn = w::kGsiQpn;
+  p.psn = gsi_psn_++ & w::kPsnMask;
+  p.qkey = w::kGsiQkey;
+  p.src_qpn = w::kGsiQpn;
+  std::array<std::uint8_t, w::kMaxHeaderLen> hdr;
+  const std::size_t hl = w::build_headers(p, mad.size(), hdr);
+  const std::span<const std::uint8_t> pieces[] = {{hdr.data(), hl}, mad};
+  const std::uint32_t crc = w::icrc(w::IcrcAddr{self_.ip, to.ip, self_.port, to.port, 0, 0x4000}, pieces);
+  std::array<std::uint8_t, 4> tail;
+  for (std::size_t i = 0; i < 4; ++i) tail[i] = static_cast<std::uint8_t>(crc >> (8 * i));
+  const netdev::TxFrame f{to, {hdr.data(), hl}, mad, tail};
+  nd_.tx_burst({&f, 1});
+}
+
+template <class M>
+void Roce::send_cm(NetAddr to, const M& m, std::uint64_t tid, std::array<std::uint8_t, cm::kMadLen>* keep) {
+  std::array<std::uint8_t, cm::kMadLen> mad{};
+  if (cm::build(m, tid, mad) != cm::kMadLen) return;
+  send_mad(to, mad);
+  if (keep) *keep = mad;
+}
+
+Qp* Roce::qp_by_comm(std::uint32_t local_comm) const {
+  for (const auto& [n, qp] : ctx_.qps)
+    if (st(*qp).local_comm == local_comm && st(*qp).cm != CmState::idle) return qp;
+  return nullptr;
+}
+
+bool Roce::known_req(const ConnRequest* r) const {
+  return std::find(reqs_.begin(), reqs_.end(), r) != reqs_.end();
+}
+
+void Roce::drop_req(Request* r) {
+  const auto it = std::find(reqs_.begin(), reqs_.end(), r);
+  if (it == reqs_.end()) return;
+  reqs_.erase(it);
+  delete r;
+}
+
+// ---- active side ----
+
+Status Roce::connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<const std::uint8_t> pd,
+                     std::chrono::milliseconds timeout) {
+  if (qp.state != QpState::idle || qp.cm != CmPhase::none) return Status::invalid_state;
+  const std::uint16_t port = rdma_cm_port(conn_qual);
+  if (port == 0 || !netdev::is_unicast_ipv4(remote.ip) || pd.size() > cm::kCmaReqPrivateLen)
+    return Status::invalid_param;
+  RoceQp& s = st(qp);
+  const auto now = Clock::now();
+  s.dst = wire_addr(remote.ip);
+  s.local_comm = random_comm_id();
+  s.tid = static_cast<std::uint64_t>(randombytes_random()) << 32 | s.local_comm;
+  s.mtu = link_mtu_;
+  // rdma_cm's own port of the active side (the CMA header's source port): an ephemeral one.
+  const auto src_port = static_cast<std::uint16_t>(0xC000 | (randombytes_random() & 0x3FFF));
+  cm::Req r;
+  r.local_comm_id = s.local_comm;
+  r.service_id = cm::cma_service_id(cm::kPsTcp, port);
+  r.local_ca_guid = guid_of(self_.ip);
+  r.local_qpn = qp.qpn;
+  r.responder_resources = static_cast<std::uint8_t>(qp.ird);
+  r.initiator_depth = static_cast<std::uint8_t>(qp.ord);
+  r.remote_cm_response_timeout = kCmResponseTimeout;
+  r.transport_service_type = cm::kTransportRc;
+  r.starting_psn = s.init_psn;
+  r.local_cm_response_timeout = kCmResponseTimeout;
+  r.retry_count = ctx_.cfg.roce.retry_cnt & 7;
+  r.pkey = w::kDefaultPkey;
+  r.path_mtu = w::mtu_code(link_mtu_);
+  r.rnr_retry_count = ctx_.cfg.roce.rnr_retry & 7;
+  r.max_cm_retries = kMaxCmRetries;
+  r.srq = qp.init.srq != nullptr;
+  r.primary.local_lid = r.primary.remote_lid = 0xFFFF;
+  r.primary.local_gid = cm::gid_ipv4(self_.ip);
+  r.primary.remote_gid = cm::gid_ipv4(remote.ip);
+  r.primary.flow_label = w::cm_flow_label(src_port, port);
+  r.primary.hop_limit = 64;
+  r.primary.local_ack_timeout = kLocalAckTimeout;
+  cm::build_cma_hdr(cm::cma_hdr_ipv4(self_.ip, src_port, remote.ip), r.private_data);
+  put_private(r.private_data, pd, cm::kCmaHdrLen);
+  send_cm(s.dst, r, s.tid, &s.mad);
+  s.cm = CmState::req_sent;
+  s.cm_tries = 0;
+  s.cm_next = now + kCmRetry;
+  s.cm_deadline = now + timeout;
+  qp.cm = CmPhase::connecting;
+  qp.peer = NetAddr{remote.ip, port};
+  qp.local = NetAddr{self_.ip, src_port};
+  rearm(qp);
+  return Status::ok;
+}
+
+void Roce::on_rep(const cm::MadHdr& h, const cm::Rep& m) {
+  Qp* q = qp_by_comm(m.remote_comm_id);
+  if (!q) return;
+  Qp& qp = *q;
+  RoceQp& s = st(qp);
+  if (s.cm == CmState::established && m.local_comm_id == s.remote_comm) {
+    // Our RTU was lost: the REP comes again.
+    cm::Rtu rtu;
+    rtu.local_comm_id = s.local_comm;
+    rtu.remote_comm_id = s.remote_comm;
+    send_cm(s.dst, rtu, s.tid);
+    return;
+  }
+  if (s.cm != CmState::req_sent || h.tid != s.tid) return;
+  s.remote_comm = m.local_comm_id;
+  s.peer_qpn = m.local_qpn;
+  s.exp_psn = m.starting_psn;
+  s.retry_left = ctx_.cfg.roce.retry_cnt;
+  s.rnr_left = ctx_.cfg.roce.rnr_retry;
+  qp.ord = std::min<std::uint32_t>(qp.ord, m.responder_resources);  // what the peer answers at once
+  s.connected = true;
+  s.cm = CmState::established;
+  qp.state = QpState::rts;
+  qp.cm = CmPhase::connected;
+  cm::Rtu rtu;
+  rtu.local_comm_id = s.local_comm;
+  rtu.remote_comm_id = s.remote_comm;
+  send_cm(s.dst, rtu, s.tid);
+  timers_.cancel(qp.qpn);
+  emit(qp, CmEventType::established, "", std::vector<std::uint8_t>(m.private_data.begin(), m.private_data.end()));
+}
+
+void Roce::on_mra(const cm::Mra& m) {
+  Qp* q = qp_by_comm(m.remote_comm_id);
+  if (!q) return;
+  RoceQp& s = st(*q);
+  if (s.cm != CmState::req_sent || m.msg_mraed != cm::MsgKind::req) return;
+  // The peer's consumer is deciding: no more REQs for the time it asks (within our deadline).
+  s.cm_next = Clock::now() + std::chrono::nanoseconds(cm::timeout_ns(m.service_timeout));
+  rearm(*q);
+}
+
+// ---- passive side ----
+
+Status Roce::listen(std::uint64_t conn_qual, std::function<void(ConnRequest*, const ConnRequestInfo&)> on_request) {
+  const std::uint16_t port = rdma_cm_port(conn_qual);
+  if (port == 0) return Status::invalid_param;
+  if (listeners_.count(port)) return Status::in_use;
+  listeners_[port] = {conn_qual, std::move(on_request)};
+  return Status::ok;
+}
+
+Status Roce::stop_listen(std::uint64_t conn_qual) {
+  return listeners_.erase(rdma_cm_port(conn_qual)) ? Status::ok : Status::not_found;
+}
+
+void Roce::reject_req(NetAddr to, std::uint64_t tid, const cm::Req& r, cm::RejReason why,
+                      std::span<const std::uint8_t> pd) {
+  cm::Rej j;
+  j.local_comm_id = random_comm_id();
+  j.remote_comm_id = r.local_comm_id;
+  j.msg_rejected = cm::MsgKind::req;
+  j.reason = why;
+  put_private(j.private_data, pd);
+  send_cm(to, j, tid);
+}
+
+void Roce::on_req(NetAddr from, const cm::MadHdr& h, const cm::Req& m) {
+  const NetAddr to = wire_addr(from.ip);
+  for (Request* r : reqs_) {
+    if (r->from.ip != from.ip || r->req.local_comm_id != m.local_comm_id) continue;
+    // The same REQ again: our REP was lost (send it again), or our consumer is still deciding
+    // (an MRA asks the requester for time).
+    if (r->qp) {
+      send_mad(to, st(*r->qp).mad);
+    } else {
+      cm::Mra a;
+      a.local_comm_id = 0;
+      a.remote_comm_id = m.local_comm_id;
+      a.msg_mraed = cm::MsgKind::req;
+      a.service_timeout = kMraTimeout;
+      send_cm(to, a, h.tid);
+    }
+    return;
+  }
+  for (const auto& [n, qp] : ctx_.qps)
+    if (st(*qp).remote_comm == m.local_comm_id && st(*qp).dst.ip == from.ip && st(*qp).cm != CmState::idle)
+      return;  // established already: a REQ that was late
+  cm::CmaHdr cma;
+  const auto port = cm::cma_port_of(m.service_id, cm::kPsTcp);
+  if (!port || cm::parse_cma_hdr(m.private_data, cma) != cm::CmaError::ok || cma.ip_version != 4) {
+    reject_req(to, h.tid, m, cm::RejReason::invalid_service_id);
+    return;
+  }
+  const auto l = listeners_.find(*port);
+  if (l == listeners_.end()) {
+    reject_req(to, h.tid, m, cm::RejReason::invalid_service_id);
+    return;
+  }
+  if (m.transport_service_type != cm::kTransportRc) {
+    reject_req(to, h.tid, m, cm::RejReason::invalid_transport_type);
+    return;
+  }
+  if (w::mtu_bytes(m.path_mtu) == 0) {
+    reject_req(to, h.tid, m, cm::RejReason::invalid_mtu);
+    return;
+  }
+  if (reqs_.size() >= kMaxPendingReqs) {
+    ctx_.ctr.rx_dropped_requests++;
+    return;
+  }
+  auto* r = new Request;
+  r->from = NetAddr{from.ip, cma.src_port};
+  r->conn_qual = l->second.first;
+  r->tid = h.tid;
+  r->req = m;
+  r->arrived = Clock::now();
+  reqs_.push_back(r);
+  const auto pd = std::span(m.private_data).subspan(cm::kCmaHdrLen);
+  l->second.second(r, ConnRequestInfo{r->from, r->conn_qual, std::vector<std::uint8_t>(pd.begin(), pd.end())});
+}
+
+Status Roce::accept(ConnRequest* creq, Qp& qp, std::span<const std::uint8_t> pd) {
+  if (!known_req(creq)) return Status::invalid_param;
+  auto* r = static_cast<Request*>(creq);
+  if (r->phase != ReqPhase::pending) return Status::invalid_state;
+  if (qp.state != QpState::idle || qp.cm != CmPhase::none) return Status::invalid_state;
+  if (pd.size() > cm::kRepPrivateLen) return Status::invalid_param;
+  RoceQp& s = st(qp);
+  const auto now = Clock::now();
+  s.dst = wire_addr(r->from.ip);
+  s.local_comm = random_comm_id();
+  s.remote_comm = r->req.local_comm_id;
+  s.tid = r->tid;
+  s.peer_qpn = r->req.local_qpn;
+  s.exp_psn = r->req.starting_psn;
+  s.mtu = std::min(link_mtu_, w::mtu_bytes(r->req.path_mtu));
+  s.retry_left = ctx_.cfg.roce.retry_cnt;
+  s.rnr_left = ctx_.cfg.roce.rnr_retry;
+  qp.ord = std::min<std::uint32_t>(qp.ord, r->req.responder_resources);
+  cm::Rep rep;
+  rep.local_comm_id = s.local_comm;
+  rep.remote_comm_id = s.remote_comm;
+  rep.local_qpn = qp.qpn;
+  rep.starting_psn = s.init_psn;
+  rep.responder_resources = static_cast<std::uint8_t>(qp.ird);
+  rep.initiator_depth = static_cast<std::uint8_t>(qp.ord);
+  rep.target_ack_delay = kTargetAckDelay;
+  rep.rnr_retry_count = ctx_.cfg.roce.rnr_retry & 7;
+  rep.srq = qp.init.srq != nullptr;
+  rep.local_ca_guid = guid_of(self_.ip);
+  put_private(rep.private_data, pd);
+  send_cm(s.dst, rep, s.tid, &s.mad);
+  // Ready to receive (RTR): the RTU, or the requester's first packet, establishes the connection.
+  s.connected = true;
+  s.cm = CmState::rep_sent;
+  s.cm_tries = 0;
+  s.cm_next = now + kCmRetry;
+  s.cm_deadline = now + std::chrono::milliseconds(ctx_.cfg.connect_timeout);
+  s.req = r;
+  r->qp = &qp;
+  r->phase = ReqPhase::accepted;
+  r->decided = now;
+  qp.state = QpState::rts;
+  qp.cm = CmPhase::accepting;
+  qp.peer = r->from;
+  qp.local = NetAddr{self_.ip, rdma_cm_port(r->conn_qual)};
+  rearm(qp);
+  return Status::ok;
+}
+
+Status Roce::reject(ConnRequest* creq, std::span<const std::uint8_t> pd) {
+  if (!known_req(creq)) return Status::invalid_param;
+  auto* r = static_cast<Request*>(creq);
+  if (r->phase != ReqPhase::pending) return Status::invalid_state;
+  if (pd.size() > cm::kRejPrivateLen) return Status::invalid_param;
+  reject_req(wire_addr(r->from.ip), r->tid, r->req, cm::RejReason::consumer_defined, pd);
+  drop_req(r);
+  return Status::ok;
+}
+
+void Roce::on_rtu(const cm::Rtu& m) {
+  Qp* q = qp_by_comm(m.remote_comm_id);
+  if (q && st(*q).cm == CmState::rep_sent && st(*q).remote_comm == m.local_comm_id) established(*q);
+}
+
+void Roce::established(Qp& qp) {
+  RoceQp& s = st(qp);
+  s.cm = CmState::established;
+  qp.cm = CmPhase::connected;
+  if (s.req) {
+    Request* r = s.req;
+    s.req = nullptr;
+    drop_req(r);
+  }
+  timers_.cancel(qp.qpn);
+  rearm(qp);
+  emit(qp, CmEventType::established, "");
+}
+
+void Roce::on_rej(NetAddr from, const cm::Rej& m) {
+  // A REJ of a request we hold (its requester gave up): the request goes.
+  for (Request* r : reqs_) {
+    if (r->from.ip != from.ip || r->req.local_comm_id != m.local_comm_id) continue;
+    if (r->qp) {
+      Qp& qp = *r->qp;
+      close_qp(qp, CmEventType::rejected,
+               "the requester rejected our reply (reason " + std::string(cm::to_string(m.reason)) + ")");
+    } else {
+      drop_req(r);
+    }
+    return;
+  }
+  Qp* q = qp_by_comm(m.remote_comm_id);
+  if (!q) return;
+  Qp& qp = *q;
+  RoceQp& s = st(qp);
+  if (s.cm == CmState::req_sent) {
+    const bool consumer = m.reason == cm::RejReason::consumer_defined;
+    const CmEventType ev = consumer                                        ? CmEventType::rejected
+                           : m.reason == cm::RejReason::invalid_service_id ? CmEventType::no_listener
+                                                                           : CmEventType::rejected;
+    close_qp(qp, std::nullopt, "");
+    emit(qp, ev, "REJ: " + std::string(cm::to_string(m.reason)),
+         consumer ? std::vector<std::uint8_t>(m.private_data.begin(), m.private_data.end())
+                  : std::vector<std::uint8_t>{});
+    return;
+  }
+  if (s.cm == CmState::rep_sent || s.cm == CmState::established)
+    close_qp(qp, CmEventType::rejected, "REJ: " + std::string(cm::to_string(m.reason)));
+}
+
+// ---- disconnect ----
+
+Status Roce::disconnect(Qp& qp, bool graceful) {
+  RoceQp& s = st(qp);
+  if (qp.cm == CmPhase::connecting) {
+    // Withdraw the request (as Linux does when a connecting ID goes: REJ, reason timeout).
+    cm::Rej j;
+    j.local_comm_id = s.local_comm;
+    j.msg_rejected = cm::MsgKind::other;
+    j.reason = cm::RejReason::timeout;
+    send_cm(s.dst, j, s.tid);
+    close_qp(qp, CmEventType::disconnected, "connection request withdrawn");
+    return Status::ok;
+  }
+  if (qp.cm != CmPhase::connected && qp.cm != CmPhase::accepting && qp.cm != CmPhase::disconnecting)
+    return Status::invalid_state;
+  if (!s.connected) {  // out-of-band: nothing on the wire
+    close_qp(qp, CmEventType::disconnected, "disconnected");
+    return Status::ok;
+  }
+  if (graceful && qp.state == QpState::rts && qp.cm == CmPhase::connected) {
+    // What was posted goes first; the DREQ follows once it is acknowledged (send_queue_drained).
+    qp.state = QpState::closing;
+    qp.cm = CmPhase::disconnecting;
+    if (qp.sq_wait.empty()) send_queue_drained(qp);
+    return Status::ok;
+  }
+  if (s.cm == CmState::idle) {
+    close_qp(qp, CmEventType::disconnected, "disconnected");
+    return Status::ok;
+  }
+  start_linger(qp, true);
+  close_qp(qp, CmEventType::disconnected, "disconnected");
+  return Status::ok;
+}
+
+void Roce::send_queue_drained(Qp& qp) {
+  RoceQp& s = st(qp);
+  if (!s.reqs.empty() || s.cm == CmState::dreq_sent) return;  // the completer calls again when they are acknowledged
+  if (s.cm == CmState::idle) {                                // out-of-band: no DREQ
+    close_qp(qp, CmEventType::disconnected, "disconnected");
+    return;
+  }
+  send_dreq(qp);
+}
+
+void Roce::send_dreq(Qp& qp) {
+  RoceQp& s = st(qp);
+  cm::Dreq d;
+  d.local_comm_id = s.local_comm;
+  d.remote_comm_id = s.remote_comm;
+  d.remote_qpn = s.peer_qpn;
+  send_cm(s.dst, d, s.tid, &s.mad);
+  const auto now = Clock::now();
+  s.cm = CmState::dreq_sent;
+  s.cm_tries = 0;
+  s.cm_next = now + kCmRetry;
+  s.cm_deadline = now + kDreqWait;
+  rearm(qp);
+}
+
+void Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
+  cm::Drep r;
+  r.local_comm_id = m.remote_comm_id;
+  r.remote_comm_id = m.local_comm_id;
+  Qp* q = qp_by_comm(m.remote_comm_id);
+  if (q && st(*q).remote_comm == m.local_comm_id && st(*q).dst.ip == from.ip) {
+    Qp& qp = *q;
+    send_cm(st(qp).dst, r, h.tid);
+    start_linger(qp, false);  // answers the DREQ again if this DREP is lost
+    close_qp(qp, CmEventType::disconnected, "the peer disconnected");
+    return;
+  }
+  for (const Linger& l : lingers_)
+    if (l.local_comm == m.remote_comm_id && l.remote_comm == m.local_comm_id && l.dst.ip == from.ip) {
+      send_cm(l.dst, r, h.tid);
+      return;
+    }
+}
+
+void Roce::on_drep(const cm::Drep& m) {
+  Qp* q = qp_by_comm(m.remote_comm_id);
+  if (q && st(*q).cm == CmState::dreq_sent && st(*q).remote_comm == m.local_comm_id) {
+    close_qp(*q, CmEventType::disconnected, "disconnected");
+    return;
+  }
+  std::erase_if(lingers_, [&](const Linger& l) { return l.local_comm == m.remote_comm_id && l.dreq; });
+}
+
+void Roce::start_linger(Qp& qp, bool dreq) {
+  RoceQp& s = st(qp);
+  const auto now = Clock::now();
+  Linger l{s.dst, s.local_comm, s.remote_comm, s.peer_qpn, s.tid, dreq, 0, now, now + kLingerTime};
+  if (dreq) {
+    cm::Dreq d;
+    d.local_comm_id = s.local_comm;
+    d.remote_comm_id = s.remote_comm;
+    d.remote_qpn = s.peer_qpn;
+    send_cm(s.dst, d, s.tid);
+    l.next = now + kCmRetry;
+  }
+  lingers_.push_back(l);
+}
+
+// ---- timers ----
+
+void Roce::cm_timer(Qp& qp, Clock::time_point now) {
+  RoceQp& s = st(qp);
+  if (now >= s.cm_deadline) {
+    switch (s.cm) {
+      case CmState::req_sent: {
+        cm::Rej j;  // withdrawn, as Linux does
+        j.local_comm_id = s.local_comm;
+        j.msg_rejected = cm::MsgKind::other;
+        j.reason = cm::RejReason::timeout;
+        send_cm(s.dst, j, s.tid);
+        close_qp(qp, CmEventType::unreachable, "no answer to the connection request (IB CM REQ)");
+        return;
+      }
+      case CmState::rep_sent: close_qp(qp, CmEventType::unreachable, "no RTU for our IB CM REP"); return;
+      case CmState::dreq_sent: close_qp(qp, CmEventType::disconnected, "disconnected (no DREP)"); return;
+      default: return;
+    }
+  }
+  if (now >= s.cm_next) {
+    send_mad(s.dst, s.mad);
+    s.cm_next = now + cm_backoff(++s.cm_tries);
+  }
+  rearm(qp);
+}
+
+void Roce::cm_sweep(Clock::time_point now) {
+  if (now - last_sweep_ < 5ms) return;
+  last_sweep_ = now;
+  for (Linger& l : lingers_) {
+    if (!l.dreq || now < l.next) continue;
+    cm::Dreq d;
+    d.local_comm_id = l.local_comm;
+    d.remote_comm_id = l.remote_comm;
+    d.remote_qpn = l.remote_qpn;
+    send_cm(l.dst, d, l.tid);
+    l.next = now + kCmRetry;
+    if (++l.tries >= 4) l.dreq = false;
+  }
+  std::erase_if(lingers_, [&](const Linger& l) { return now >= l.expiry; });
+  for (std::size_t i = 0; i < reqs_.size();) {
+    Request* r = reqs_[i];
+    if (!r->qp && r->phase == ReqPhase::pending && now - r->arrived > kReqExpiry) {
+      drop_req(r);
+      continue;
+    }
+    ++i;
+  }
+}
+
+// ---- dispatch ----
+
+void Roce::handle_mad(NetAddr from, std::span<const std::uint8_t> mad) {
+  cm::MadHdr h;
+  cm::Message m;
+  if (cm::parse(mad, h, m) != cm::CmError::ok) {
+    ctx_.ctr.rx_bad_frames++;
+    return;
+  }
+  std::visit(
+      [&](const auto& msg) {
+        using T = std::decay_t<decltype(msg)>;
+        if constexpr (std::is_same_v<T, cm::Req>) on_req(from, h, msg);
+        if constexpr (std::is_same_v<T, cm::Rep>) on_rep(h, msg);
+        if constexpr (std::is_same_v<T, cm::Rtu>) on_rtu(msg);
+        if constexpr (std::is_same_v<T, cm::Rej>) on_rej(from, msg);
+        if constexpr (std::is_same_v<T, cm::Mra>) on_mra(msg);
+        if constexpr (std::is_same_v<T, cm::Dreq>) on_dreq(from, h, msg);
+        if constexpr (std::is_same_v<T, cm::Drep>) on_drep(msg);
+      },
+      m);
+}
+
+}  // namespace softrnic::roce
