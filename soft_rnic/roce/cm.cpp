@@ -49,6 +49,18 @@ void put_private(std::array<std::uint8_t, N>& dst, std::span<const std::uint8_t>
   std::copy_n(src.begin(), std::min(src.size(), N - at), dst.begin() + static_cast<std::ptrdiff_t>(at));
 }
 
+// The PSNs of a CM connection, as Linux's rdma_cm sets them (cma.c rdma_init_qp_attr sets the RTR
+// QP's rq_psn to its own seq_num, the Starting PSN it sent): each side's REQ or REP carries the
+// PSN it expects to receive, and the other side sends from it. (rxe's first Send after our REP
+// carries the REP's Starting PSN: rdmavm capture.)
+void receive_from(RoceQp& s, std::uint32_t psn) {
+  s.exp_psn = psn;
+}
+void send_from(RoceQp& s, std::uint32_t psn) {
+  s.init_psn = psn;
+  s.next_psn = s.tx_psn = s.una_psn = s.ack_through = psn;
+}
+
 std::chrono::steady_clock::duration cm_backoff(int tries) {
   return std::min<std::chrono::steady_clock::duration>(kCmRetry * (1 << std::min(tries, 4)), kCmRetryMax);
 }
@@ -122,7 +134,8 @@ Status Roce::connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<
   r.initiator_depth = static_cast<std::uint8_t>(qp.ord);
   r.remote_cm_response_timeout = kCmResponseTimeout;
   r.transport_service_type = cm::kTransportRc;
-  r.starting_psn = s.init_psn;
+  receive_from(s, randombytes_random() & w::kPsnMask);
+  r.starting_psn = static_cast<std::uint32_t>(s.exp_psn);
   r.local_cm_response_timeout = kCmResponseTimeout;
   r.retry_count = ctx_.cfg.roce.retry_cnt & 7;
   r.pkey = w::kDefaultPkey;
@@ -166,7 +179,7 @@ void Roce::on_rep(const cm::MadHdr& h, const cm::Rep& m) {
   if (s.cm != CmState::req_sent || h.tid != s.tid) return;
   s.remote_comm = m.local_comm_id;
   s.peer_qpn = m.local_qpn;
-  s.exp_psn = m.starting_psn;
+  send_from(s, m.starting_psn);
   s.retry_left = ctx_.cfg.roce.retry_cnt;
   s.rnr_left = ctx_.cfg.roce.rnr_retry;
   qp.ord = std::min<std::uint32_t>(qp.ord, m.responder_resources);  // what the peer answers at once
@@ -285,7 +298,8 @@ Status Roce::accept(ConnRequest* creq, Qp& qp, std::span<const std::uint8_t> pd)
   s.remote_comm = r->req.local_comm_id;
   s.tid = r->tid;
   s.peer_qpn = r->req.local_qpn;
-  s.exp_psn = r->req.starting_psn;
+  send_from(s, r->req.starting_psn);
+  receive_from(s, randombytes_random() & w::kPsnMask);
   s.mtu = std::min(link_mtu_, w::mtu_bytes(r->req.path_mtu));
   s.retry_left = ctx_.cfg.roce.retry_cnt;
   s.rnr_left = ctx_.cfg.roce.rnr_retry;
@@ -294,7 +308,7 @@ Status Roce::accept(ConnRequest* creq, Qp& qp, std::span<const std::uint8_t> pd)
   rep.local_comm_id = s.local_comm;
   rep.remote_comm_id = s.remote_comm;
   rep.local_qpn = qp.qpn;
-  rep.starting_psn = s.init_psn;
+  rep.starting_psn = static_cast<std::uint32_t>(s.exp_psn);
   rep.responder_resources = static_cast<std::uint8_t>(qp.ird);
   rep.initiator_depth = static_cast<std::uint8_t>(qp.ord);
   rep.target_ack_delay = kTargetAckDelay;

@@ -53,6 +53,23 @@ case $tool in
     g_bad='invalid data in page|Failed status|Couldn.t|failed'
     h_ok="^softrnic_rc_pingpong: $n iters of $size bytes, data verified"
     ;;
+  rping)
+    # rdma-core's rping over rdma_cm (IB CM MADs on QP1, rping's port 7174) against
+    # BUILD_DIR/tools/softrnic_rping --roce; both validate (-V), the server's printed ping data
+    # (-v) is compared with rping's pattern, the client must print every ping.
+    rping_n=10 rping_size=100
+    ropts_="-C $rping_n -S $rping_size -V -v"
+    srv="rping -s -a ADDR $ropts_" cli="rping -c -a ADDR $ropts_"
+    h_srv="$build/tools/softrnic_rping --roce -s -a ADDR $ropts_"
+    h_cli="$build/tools/softrnic_rping --roce -c -a ADDR --local $HOST_IP $ropts_"
+    srv_ready_port=7174
+    h_ready_line='softrnic_rping: listening on'
+    if [[ $role == softrnic_client ]]; then g_ok="^server ping data: rdma-ping-$((rping_n - 1)): "
+    else g_ok="^ping data: rdma-ping-$((rping_n - 1)): "; fi
+    g_bad='mismatch|error|failed'
+    if [[ $role == softrnic_client ]]; then h_ok="softrnic_rping: $rping_n pings, data validated"
+    else h_ok="softrnic_rping: served $rping_n pings, data validated"; fi
+    ;;
   *) usage;;
 esac
 fill_in() { echo "${1//ADDR/$2}"; }
@@ -173,6 +190,27 @@ grep -q '^INTEROP-GUEST-TOOL-EXIT 0$' "$work/run.log" \
 g_line=$(grep -Em1 "$g_ok" "$share/guest.log" 2>/dev/null) || { ok=0; why+=("guest lacks /$g_ok/"); }
 if grep -Eq "$g_bad" "$share/guest.log" 2>/dev/null; then ok=0; why+=("guest: $(grep -Em1 "$g_bad" "$share/guest.log")"); fi
 h_line=$(grep -Em1 "$h_ok" "$work/host.log" 2>/dev/null) || { ok=0; why+=("host lacks /$h_ok/"); }
+if [[ $tool == rping ]]; then
+  # rping's pattern (librdmacm/examples/rping.c): "rdma-ping-N: ", then the characters 65..122
+  # rolling from 65 + N % 58; the server's line for every ping must be exactly that, and the
+  # client must print as many lines.
+  if [[ $role == softrnic_client ]]; then srvlog=$share/guest.log clilog=$work/host.log; else srvlog=$work/host.log clilog=$share/guest.log; fi
+  want=$(python3 - "$rping_n" "$rping_size" <<'PY'
+import sys
+n, size = int(sys.argv[1]), int(sys.argv[2])
+for ping in range(n):
+    s = "rdma-ping-%d: " % ping
+    c = 65 + ping % 58
+    while len(s) < size - 1:
+        s += chr(c); c = 65 if c == 122 else c + 1
+    print("server ping data: " + s)
+PY
+)
+  got=$(grep '^server ping data: ' "$srvlog" 2>/dev/null || true)
+  [[ $got == "$want" ]] || { ok=0; why+=("the server's ping data differ from rping's pattern"); }
+  nc=$(grep -c '^ping data: rdma-ping-' "$clilog" 2>/dev/null || true)
+  [[ $nc == "$rping_n" ]] || { ok=0; why+=("the client printed $nc ping lines, not $rping_n"); }
+fi
 # every RoCEv2 packet on the link (ours and rxe's) must carry a valid ICRC
 cap=$work/cap-rxe.pcap
 checker=$src/../shared/tools/wirecheck/check_icrc.py

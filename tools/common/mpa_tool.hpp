@@ -45,6 +45,15 @@ inline std::unique_ptr<Device> open_mpa_device(const MpaConfig& mpa, const std::
   return Device::open(cfg, error);
 }
 
+// An RNIC on RoCEv2 at `ip` (UDP port 4791; IB CM on QP1 for rdma_cm's connections).
+inline std::unique_ptr<Device> open_roce_device(const std::string& ip, std::string& error) {
+  DeviceConfig cfg;
+  cfg.wire = Wire::roce;
+  cfg.netdev.ip = ip;
+  cfg.netdev.port = 4791;
+  return Device::open(cfg, error);
+}
+
 // Connection events, in the order they came (from the device's thread), for a waiting thread.
 class CmEvents {
  public:

@@ -1,6 +1,6 @@
 // softrnic_rping: rdma-core's rping exchange, spoken through softrnic's own RNIC API over
 // iWARP/MPA/TCP, so that an unmodified `rping` on Linux siw (or an iWARP NIC) can be its peer in
-// either role.
+// either role; with --roce over RoCEv2 and IB CM (peer: rping on Linux rxe or a RoCE NIC).
 //
 // The exchange (rdma-core librdmacm/examples/rping.c), per iteration:
 //   client: fills start_buf ("rdma-ping-N: " and a pattern), Sends {start_buf addr, rkey, size}
@@ -50,6 +50,7 @@ struct Options {
   int count = 0;  // 0: forever (as rping)
   std::uint32_t size = 64;
   int delay_ms = 300;
+  bool roce = false;  // RoCEv2 with IB CM (peer: rping on rxe) instead of iWARP/MPA/TCP
   MpaConfig mpa;
 };
 
@@ -64,7 +65,8 @@ class Rping {
 
   int run() {
     std::string e;
-    dev_ = tools::open_mpa_device(o_.mpa, o_.server ? o_.addr : (o_.local.empty() ? "127.0.0.1" : o_.local), e);
+    const std::string ip = o_.server ? o_.addr : (o_.local.empty() ? "127.0.0.1" : o_.local);
+    dev_ = o_.roce ? tools::open_roce_device(ip, e) : tools::open_mpa_device(o_.mpa, ip, e);
     if (!dev_) return fail("cannot open the RNIC: " + e);
     pd_ = dev_->alloc_pd();
     scq_ = dev_->create_cq(64, nullptr);
@@ -294,6 +296,7 @@ int main(int argc, char** argv) {
   app.add_flag("-V", o.validate, "validate the data");
   app.add_flag("-v", o.verbose, "print the data");
   app.add_option("--delay-ms", o.delay_ms, "client: wait after the connection before the first Send");
+  app.add_flag("--roce", o.roce, "RoCEv2 (UDP 4791, IB CM on QP1; peer: rping on rxe) instead of iWARP/MPA/TCP");
   tools::MpaOptions mpa;
   mpa.add_to(app);
   CLI11_PARSE(app, argc, argv);
