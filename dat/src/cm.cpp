@@ -85,7 +85,8 @@ DAT_RETURN psp_create_any(DAT_IA_HANDLE h, DAT_CONN_QUAL* qual, DAT_EVD_HANDLE e
   {
     std::lock_guard lk(api_mutex());
     Ia* ia = get<Ia>(h, Kind::ia);
-    if (ia && ia->dev->wire() == Wire::tcp) first = 0xC000, count = 0x4000;
+    // (RoCEv2: an rdma_cm port in the service ID, the same range.)
+    if (ia && ia->dev->wire() != Wire::udp) first = 0xC000, count = 0x4000;
   }
   for (DAT_CONN_QUAL q = first; q < first + count; ++q) {
     const DAT_RETURN r = psp_create(h, q, evd, flags, out);

@@ -20,7 +20,7 @@ std::uint32_t ib_mtu_of(std::uint32_t ip_mtu) {
 
 // The IP MTU of the IA's link: the kernel interface of its address (udp netdev, both wires), the
 // DPDK port's, none for the in-process loopback netdev; on the udp wire no more than its
-// datagrams carry.
+// datagrams carry (RoCEv2's too).
 std::uint32_t link_mtu(const DeviceConfig& cfg, std::uint32_t ip) {
   std::uint32_t mtu = 65536;
   if (cfg.netdev.kind == "udp") {
@@ -28,7 +28,7 @@ std::uint32_t link_mtu(const DeviceConfig& cfg, std::uint32_t ip) {
   } else if (cfg.netdev.kind == "dpdk") {
     mtu = cfg.netdev.dpdk.mtu;
   }
-  if (cfg.wire == Wire::udp && cfg.netdev.max_datagram)
+  if (cfg.wire != Wire::tcp && cfg.netdev.max_datagram)
     mtu = std::min<std::uint32_t>(mtu, static_cast<std::uint32_t>(cfg.netdev.max_datagram + 28));
   return mtu;
 }
@@ -70,8 +70,9 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   ia->provider_attrs = {{
       {const_cast<char*>("DAT_IB_RDMA_READ"), const_cast<char*>("TRUE")},
       {const_cast<char*>("DAT_IB_TRANSPORT_MTU"), ia->transport_mtu.data()},
-      {const_cast<char*>("SOFTRNIC_TRANSPORT"),
-       const_cast<char*>(cfg.wire == Wire::tcp ? "iwarp-mpa-tcp" : "iwarp-udp")},
+      {const_cast<char*>("SOFTRNIC_TRANSPORT"), const_cast<char*>(cfg.wire == Wire::tcp    ? "iwarp-mpa-tcp"
+                                                                  : cfg.wire == Wire::roce ? "roce-v2"
+                                                                                           : "iwarp-udp")},
   }};
   ia->dev = std::move(dev);
   if (*async_evd == DAT_HANDLE_NULL) {
@@ -137,8 +138,12 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     static DAT_NAMED_ATTR udp_attr{const_cast<char*>("transport"),
                                    const_cast<char*>("iWARP over UDP (softrnic framing)")};
     static DAT_NAMED_ATTR tcp_attr{const_cast<char*>("transport"), const_cast<char*>("iWARP over MPA/TCP (RFC 5044)")};
+    static DAT_NAMED_ATTR roce_attr{const_cast<char*>("transport"),
+                                    const_cast<char*>("RoCEv2 (InfiniBand RC over UDP 4791, IB CM)")};
     a->num_transport_attr = 1;
-    a->transport_attr = ia->dev->wire() == Wire::tcp ? &tcp_attr : &udp_attr;
+    a->transport_attr = ia->dev->wire() == Wire::tcp    ? &tcp_attr
+                        : ia->dev->wire() == Wire::roce ? &roce_attr
+                                                        : &udp_attr;
     a->num_vendor_attr = 0;
     a->vendor_attr = nullptr;
   }

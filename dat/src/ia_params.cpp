@@ -101,8 +101,18 @@ bool parse_ia_params_raw(std::string_view params, DeviceConfig& cfg, std::string
       ok = parse_uint<std::uint32_t>(val, 100, 3600000, ms);
       if (ok) cfg.connect_no_answer = std::chrono::milliseconds(ms);
     } else if (key == "wire") {
-      ok = val == "udp" || val == "tcp";
-      if (ok) cfg.wire = val == "udp" ? Wire::udp : Wire::tcp;
+      ok = val == "udp" || val == "tcp" || val == "roce";
+      if (ok) cfg.wire = val == "udp" ? Wire::udp : val == "tcp" ? Wire::tcp : Wire::roce;
+    } else if (key == "roce_mtu") {
+      ok = parse_uint<std::uint32_t>(val, 256, 4096, cfg.roce.mtu) && (cfg.roce.mtu & (cfg.roce.mtu - 1)) == 0;
+    } else if (key == "roce_timeout") {
+      ok = parse_uint<std::uint8_t>(val, 1, 31, cfg.roce.timeout);
+    } else if (key == "roce_retry_cnt") {
+      ok = parse_uint<std::uint8_t>(val, 0, 7, cfg.roce.retry_cnt);
+    } else if (key == "roce_rnr_retry") {
+      ok = parse_uint<std::uint8_t>(val, 0, 7, cfg.roce.rnr_retry);
+    } else if (key == "roce_min_rnr_timer") {
+      ok = parse_uint<std::uint8_t>(val, 0, 31, cfg.roce.min_rnr_timer);
     } else if (key == "mpa_rev") {
       ok = parse_uint<std::uint8_t>(val, 1, 2, cfg.mpa.revision);
     } else if (key == "mpa_crc") {
@@ -130,6 +140,8 @@ bool parse_ia_params_raw(std::string_view params, DeviceConfig& cfg, std::string
       return false;
     }
   }
+  // RoCEv2 lives on UDP port 4791 (IANA): the default there, not the iWARP framing's 5041.
+  if (cfg.wire == Wire::roce && !seen.count("port")) cfg.netdev.port = 4791;
   return true;
 }
 

@@ -574,12 +574,28 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string& error
     return std::make_unique<DeviceImpl>(cfg, std::move(snd));
   }
   netdev::NetdevConfig ndc = cfg.netdev;
+  std::unique_ptr<netdev::Netdev> nd;
   if (cfg.wire == Wire::roce) {
-    // Every RoCEv2 node receives on one port (4791): a free port elsewhere reaches no peer.
-    ndc.port_fixed = true;
+    // Every RoCEv2 node receives on one port (4791): a free port elsewhere reaches no peer. On
+    // 127.0.0.0/8 the next free address serves instead (two processes on one host with one
+    // dat.conf line: the first gets 127.0.0.1, the next 127.0.0.2, ...), unless the port is fixed.
     ndc.dont_fragment = true;  // the ICRC covers the IP ID (0 for such datagrams)
+    std::uint32_t ip = 0;
+    const bool probe = !cfg.netdev.port_fixed && netdev::parse_ipv4(ndc.ip, ip) && (ip >> 24) == 127;
+    ndc.port_fixed = true;
+    for (int i = 0; i < (probe ? 64 : 1) && !nd; ++i) {
+      if (probe) {
+        const NetAddr a{ip + static_cast<std::uint32_t>(i), 0};
+        const std::string s = netdev::to_string(a);
+        ndc.ip = s.substr(0, s.find(':'));
+      }
+      std::string e;
+      nd = netdev::make_netdev(ndc, e);
+      if (!nd && i == 0) error = e;
+    }
+  } else {
+    nd = netdev::make_netdev(ndc, error);
   }
-  auto nd = netdev::make_netdev(ndc, error);
   if (!nd) return nullptr;
   return std::make_unique<DeviceImpl>(cfg, std::move(nd));
 }
