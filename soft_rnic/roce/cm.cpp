@@ -119,6 +119,7 @@ Status Roce::connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<
     return Status::invalid_param;
   RoceQp& s = st(qp);
   const auto now = Clock::now();
+  if (timeout.count() <= 0) timeout = ctx_.cfg.connect_timeout;  // none given: the device's
   s.dst = wire_addr(remote.ip);
   s.local_comm = random_comm_id();
   s.tid = static_cast<std::uint64_t>(randombytes_random()) << 32 | s.local_comm;

@@ -90,6 +90,8 @@ class DeviceImpl final : public Device {
   DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd) : ctx_(cfg, Limits{}), dnd_(std::move(nd)) {
     if (sodium_init() < 0) std::abort();  // no randomness source: nothing here can be made safe
     if (cfg.wire == Wire::roce) {
+      // A CM REQ carries 92 bytes of private data, 36 of them rdma_cm's header.
+      ctx_.limits.max_private_data = 56;
       auto r = std::make_unique<roce::Roce>(ctx_, *dnd_);
       roce_ = r.get();
       start(std::move(r), *dnd_);

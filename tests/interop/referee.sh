@@ -1,4 +1,4 @@
-# Sourced by the interop harnesses (siw_dtest.sh, rxe_interop.sh): makes the referee VM ready
+# Sourced by the interop harnesses (dat_interop.sh, rxe_interop.sh): makes the referee VM ready
 # (../shared/tools/rdmavm: Debian 12's Linux 6.1 with siw and rxe) or skips with the reason.
 #   referee_prepare [PACKAGE...]   root, /dev/net/tun, qemu, tcpdump, ethtool and the named
 #                                  packages installed when missing (apt-get), the image built into

@@ -13,6 +13,16 @@
 #       Sends of 4 packets at MTU 1024) against BUILD_DIR/tools/softrnic_rc_pingpong. Linux's
 #       client checks each page's first byte of what came back (-c); softrnic checks every
 #       message (as server: each is the client's; as client: each echo is the iteration's pattern).
+#       perftest_send_lat, perftest_write_bw, perftest_read_bw: perftest 4.5-0.17 WITHOUT -R
+#       (ib_send_lat -s 64 -n 20, ib_write_bw / ib_read_bw -s 65536 -n 10 (-o 4), -d rxe0
+#       -x IDX -F: its TCP 18515 exchange of versions, sizes, MTU and "LID:OUT:QPN:PSN:RKEY:VADDR:
+#       GID:SRQN" strings, then RC Sends / RDMA Writes / RDMA Reads at MTU 1024) against
+#       BUILD_DIR/tools/softrnic_perftest --roce. Judged as tests/interop/dat_interop.sh judges the
+#       -R cases on siw: perftest's exit status, exactly one result line, no perftest error line,
+#       softrnic_perftest's data verdict, for bw the report both sides print equal (the client's,
+#       sent over TCP); where perftest cannot show what it got (its write_bw buffer allows no
+#       read-back, its read_bw client checks nothing) the capture does: every RDMA Write (softrnic
+#       client) or Read Response (softrnic server) payload softrnic sent carries its pattern.
 # --keep DIR  keep logs and the capture (DIR/cap-rxe.pcap); without it they are kept only on failure
 # INTEROP_TOOL_TIMEOUT  bound of each tool in seconds (default 120)
 # The capture must show RoCEv2 only with valid ICRCs (../shared/tools/wirecheck/check_icrc.py).
@@ -70,8 +80,50 @@ case $tool in
     if [[ $role == softrnic_client ]]; then h_ok="softrnic_rping: $rping_n pings, data validated"
     else h_ok="softrnic_rping: served $rping_n pings, data validated"; fi
     ;;
+  perftest_send_lat|perftest_write_bw|perftest_read_bw)
+    # -F: the TCG guest's clock fails perftest's CPU frequency check otherwise. -x: the IPv4 GID
+    # (perftest's own pick on RoCE would find it too; the index makes it explicit).
+    pt_tool=${tool#perftest_} pt_extra=""
+    case $pt_tool in
+      send_lat) n=20 size=64 ;;
+      write_bw) n=10 size=65536 ;;
+      read_bw) n=10 size=65536 pt_extra=" -o 4" ;;
+    esac
+    srv="ib_$pt_tool -d rxe0 -x \$RXE_GID_IDX -p 18515 -n $n -s $size$pt_extra -F"
+    cli="$srv ADDR"
+    hopts_="--roce -p 18515 -n $n -S $size$pt_extra"
+    h_srv="$build/tools/softrnic_perftest $pt_tool -s -a $HOST_IP $hopts_"
+    h_cli="$build/tools/softrnic_perftest $pt_tool -c ADDR --local $HOST_IP $hopts_ --connect-retry 30"
+    srv_ready_port=18515   # perftest prints its banner before it listens
+    h_ready_line='server listening on'
+    # perftest's result line (REPORT_FMT_LAT / REPORT_FMT; inf/nan when its clock is off)
+    num_='[-+0-9.a-z]+'
+    if [[ $pt_tool == send_lat ]]; then
+      g_ok="^ $size +$n +$num_([[:space:]]+$num_){6}"
+    else
+      g_ok="^ $size +$n +$num_([[:space:]]+$num_){2}[[:space:]]*$"
+    fi
+    g_bad='Completion with error|Failed status|Failed to|Bad wc status|Couldn.t|Unable to|not compatible|Can.t produce|failed|Incompatibility'
+    pt_h="^softrnic_perftest: $pt_tool %s: $n x $size B, "
+    case $pt_tool in
+      send_lat)
+        pt_v="data verified \\($n messages of exactly $size B, identical payloads\\)$"
+        h_ok_srv="$(printf "$pt_h" server)$pt_v" h_ok_cli="$(printf "$pt_h" client)$pt_v" ;;
+      write_bw)
+        h_ok_srv="$(printf "$pt_h" server)data verified \\($size bytes written in 1 range\\(s\\), the fill replaced, the rest and the guards intact\\)$"
+        h_ok_cli="$(printf "$pt_h" client)completions verified \\($n Writes of $size B completed" ;;
+      read_bw)
+        # perftest's buffer on RoCE is REMOTE_READ only (no priming Write) and holds rand()
+        # bytes: each Read must bring S bytes, replace the fill and equal the other Reads of the
+        # same offset (all at offset 0 with -s 65536)
+        h_ok_srv="$(printf "$pt_h" server)data served \\([0-9]+ B of softrnic's pattern, unchanged; [0-9]+ frames"
+        h_ok_cli="$(printf "$pt_h" client)data verified \\($n Reads of $size B, the fill replaced, identical data per source offset\\)$" ;;
+    esac
+    ;;
   *) usage;;
 esac
+: "${h_ok_srv:=$h_ok}" "${h_ok_cli:=$h_ok}"
+if [[ $role == softrnic_client ]]; then h_ok=$h_ok_cli; else h_ok=$h_ok_srv; fi
 fill_in() { echo "${1//ADDR/$2}"; }
 for t in "${h_srv%% *}"; do [[ -x $t ]] || fail "$t not built (ninja -C $build)"; done
 
@@ -190,6 +242,77 @@ grep -q '^INTEROP-GUEST-TOOL-EXIT 0$' "$work/run.log" \
 g_line=$(grep -Em1 "$g_ok" "$share/guest.log" 2>/dev/null) || { ok=0; why+=("guest lacks /$g_ok/"); }
 if grep -Eq "$g_bad" "$share/guest.log" 2>/dev/null; then ok=0; why+=("guest: $(grep -Em1 "$g_bad" "$share/guest.log")"); fi
 h_line=$(grep -Em1 "$h_ok" "$work/host.log" 2>/dev/null) || { ok=0; why+=("host lacks /$h_ok/"); }
+if [[ $tool == perftest_* ]]; then
+  pt_results=$(tr '\t' ' ' <"$share/guest.log" | grep -Ec "$g_ok" || true)
+  [[ $pt_results == 1 ]] || { ok=0; why+=("perftest printed $pt_results result lines, not 1"); }
+  if [[ $tool != perftest_send_lat ]]; then
+    # both sides print the client's report (the server got it over the TCP connection)
+    pt_g=$(tr '\t' ' ' <"$share/guest.log" | grep -Em1 "$g_ok" | tr -s ' ' || true)
+    pt_hl=$(tr '\t' ' ' <"$work/host.log" | grep -Em1 "$g_ok" | tr -s ' ' || true)
+    [[ -n $pt_g && $pt_g == "$pt_hl" ]] || { ok=0; why+=("the bw reports differ: perftest '$pt_g', softrnic '$pt_hl'"); }
+  fi
+  # What perftest cannot check, the capture can: every RDMA Write payload (softrnic client,
+  # opcodes 6-8, 10) or Read Response payload (softrnic server, opcodes 13-16) softrnic sent must
+  # be softrnic_perftest's pattern at its offset (byte i: (7 i + 13 (i >> 8) + 0x3c) & 0xff), the
+  # offset being the packet's virtual address (the RETH of its Write, or of the Read Request its
+  # PSN answers, plus one path MTU per PSN after the first) less the lowest one (the buffer's
+  # start: the first operation is at offset 0). A mismatch, or nothing decoded, fails.
+  pt_dir=""
+  [[ $tool == perftest_write_bw && $role == softrnic_client ]] && pt_dir=write
+  [[ $tool == perftest_read_bw && $role == softrnic_server ]] && pt_dir=read
+  if [[ -n $pt_dir && -s $work/cap-rxe.pcap ]] && command -v tshark >/dev/null; then
+    pt_wire=$(tshark -r "$work/cap-rxe.pcap" -Y 'udp.dstport == 4791' -T fields -e ip.src -e infiniband.bth.opcode \
+                -e infiniband.bth.psn -e infiniband.reth.va -e infiniband.reth.dmalen -e infiniband.bth.padcnt \
+                -e data.data 2>/dev/null \
+              | python3 -c '
+import sys
+mode, host, mtu = sys.argv[1], sys.argv[2], 1024
+M = 0xFFFFFF
+ops = []   # (first PSN, virtual address, packets) of each Write / Read Request
+pkts = []  # (PSN, payload) of what softrnic sent
+for line in sys.stdin:
+    f = line.rstrip("\n").split("\t")
+    if len(f) < 7 or not f[1]:
+        continue
+    src, op, psn = f[0], int(f[1]), int(f[2])
+    va = int(f[3], 16) if f[3] else 0
+    ln = int(f[4]) if f[4] else 0
+    pad = int(f[5]) if f[5] else 0
+    data = bytes.fromhex(f[6].replace(":", "")) if f[6] else b""
+    if pad and len(data) >= pad:
+        data = data[:-pad]
+    if mode == "write" and src == host and op in (6, 7, 8, 10):
+        if op in (6, 10):
+            ops.append((psn, va, max(1, -(-ln // mtu))))
+        pkts.append((psn, data))
+    elif mode == "read" and src != host and op == 12:
+        ops.append((psn, va, max(1, -(-ln // mtu))))
+    elif mode == "read" and src == host and op in (13, 14, 15, 16):
+        pkts.append((psn, data))
+if not ops or not pkts:
+    print("FAIL nothing decoded (%d operations, %d packets)" % (len(ops), len(pkts))); sys.exit()
+base = min(va for _, va, _ in ops)
+total = 0
+for psn, data in pkts:
+    own = [va + ((psn - s) & M) * mtu for s, va, n in ops if ((psn - s) & M) < n]
+    if not own:
+        print("FAIL the packet of PSN %d belongs to no operation" % psn); sys.exit()
+    off = own[-1] - base
+    for j, b in enumerate(data):
+        i = off + j
+        if b != (i * 7 + (i >> 8) * 13 + 0x3c) & 0xff:
+            print("FAIL byte %d of the packet of PSN %d (offset %d) is 0x%02x" % (j, psn, off, b)); sys.exit()
+    total += len(data)
+print("OK %d packets, %d bytes" % (len(pkts), total))
+' "$pt_dir" "$HOST_IP")
+    pt_what="RDMA Write"; [[ $pt_dir == read ]] && pt_what="Read Response"
+    if [[ $pt_wire == OK* ]]; then
+      echo "wire: softrnic's ${pt_what}s carry its pattern: ${pt_wire#OK } (of $((n * size)) sent)"
+    else
+      ok=0; why+=("${pt_what}s on the wire: ${pt_wire#FAIL }")
+    fi
+  fi
+fi
 if [[ $tool == rping ]]; then
   # rping's pattern (librdmacm/examples/rping.c): "rdma-ping-N: ", then the characters 65..122
   # rolling from 65 + N % 58; the server's line for every ping must be exactly that, and the

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Interop against Linux siw: softrnic's IA softrnic_iwarp_tcp (wire=tcp, MPA/TCP) on the host side
-# of the rdmavm referee VM (../shared/tools/rdmavm: Debian 12's Linux 6.1 + siw + OFA dapl) and an
-# unmodified dapl2-utils tool on siw in the guest, one side each. Judged by the tools' success
-# lines on BOTH sides (their exit codes are unreliable).
+# Interop against Linux siw (and, with --rxe, Linux rxe): softrnic's IA softrnic_iwarp_tcp
+# (wire=tcp, MPA/TCP; with --rxe softrnic_roce, wire=roce, RoCEv2 with IB CM) on the host side of
+# the rdmavm referee VM (../shared/tools/rdmavm: Debian 12's Linux 6.1 + siw + rxe + OFA dapl)
+# and an unmodified dapl2-utils or rdma-core tool in the guest, one side each. Judged by the
+# tools' success lines on BOTH sides (their exit codes are unreliable).
 #
-#   siw_dtest.sh BUILD_DIR ROLE [TOOL] [--ia-params "k=v ..."] [--rdmavm DIR] [--keep DIR]
+#   dat_interop.sh BUILD_DIR ROLE [TOOL] [--rxe] [--ia-params "k=v ..."] [--rdmavm DIR] [--keep DIR]
+#
+# --rxe  the guest's side is OFA dapl's cma provider on rxe (IA ofa-v2-cma-roe-eth1, eth1 =
+#        10.99.1.2), softrnic's the IA softrnic_roce on 10.99.1.1; TOOL dtest, dtestsrq,
+#        dapltest_rw or dapltest_rr. Every RoCEv2 packet of the capture must carry a valid ICRC.
 #
 # ROLE  softrnic_client: the guest (siw, IA ofa-v2-iwarp) serves, softrnic connects to 10.99.0.2
 #       softrnic_server: softrnic serves on 10.99.0.1, the guest connects
@@ -23,7 +28,7 @@
 # --ia-params  appended to the softrnic line's ia_params ("wire=tcp ip=10.99.0.1 ..."), e.g.
 #              "mpa_crc=0", "mpa_rev=1", "mpa_p2p=0"
 # --rdmavm     the referee (default: <source dir>/../shared/tools/rdmavm)
-# --keep DIR   keep logs and captures (DIR/cap-siw.pcap) in DIR; without it they are kept only
+# --keep DIR   keep logs and captures (DIR/cap-siw.pcap or cap-rxe.pcap) in DIR; without it they are kept only
 #              on failure (the path is printed)
 # INTEROP_TOOL_TIMEOUT  bound of each tool in seconds (default 120; a pass takes ~15 s in all)
 #
@@ -60,10 +65,11 @@ tool=dtest
 if [[ $# -gt 0 && $1 != --* ]]; then tool=$1; shift; fi
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 rdmavm=${RDMAVM_DIR:-$src/../shared/tools/rdmavm}
-extra="" keep=""
+extra="" keep="" rxe=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --ia-params) extra=$2; shift 2;;
+    --rxe) rxe=1; shift;;
     --rdmavm) rdmavm=$2; shift 2;;
     --keep) keep=$2; shift 2;;
     *) usage;;
@@ -71,9 +77,15 @@ while [[ $# -gt 0 ]]; do
 done
 case $role in softrnic_client|softrnic_server) ;; *) usage;; esac
 
-HOST_IP=10.99.0.1 GUEST_IP=10.99.0.2
+HOST_IP=10.99.0.1 GUEST_IP=10.99.0.2 LINK=siw GUEST_DEV=eth0
 tool_timeout=${INTEROP_TOOL_TIMEOUT:-120}   # each tool's bound (s); a pass takes well under 30 s
-OUR_IA=softrnic_iwarp_tcp SIW_IA=ofa-v2-iwarp
+OUR_IA=softrnic_iwarp_tcp SIW_IA=ofa-v2-iwarp OUR_WIRE=tcp
+if [[ $rxe == 1 ]]; then
+  # RoCEv2: rxe0 on the guest's eth1, OFA dapl's cma provider over it; softrnic's IA on the host side
+  HOST_IP=10.99.1.1 GUEST_IP=10.99.1.2 LINK=rxe GUEST_DEV=eth1
+  OUR_IA=softrnic_roce SIW_IA=ofa-v2-cma-roe-eth1 OUR_WIRE=roce
+  case $tool in dtest|dtestsrq|dapltest_rw|dapltest_rr) ;; *) usage;; esac
+fi
 lib=$build/dat/libdaplsoftrnic.so
 [[ -f $lib ]] || fail "$lib not built (ninja -C $build daplsoftrnic)"
 
@@ -193,6 +205,10 @@ done
 # shellcheck source=referee.sh
 . "$src/tests/interop/referee.sh"
 referee_prepare ${gate_port:+nftables}
+# The gate: siw's rdma_cm port is a TCP port; rxe's CM REQs are RoCEv2 packets (UDP 4791), and
+# nothing else goes to the guest's 4791 before the connection (dtest's side channel is TCP).
+gate_match="tcp dport $gate_port"
+[[ $rxe == 1 ]] && gate_match="udp dport 4791"
 if [[ -n $gate_port ]] && ! command -v nft >/dev/null; then
   echo "interop: WARNING: no nft: dtest's listen race is not gated (the client may be refused)"
   gate_port=""
@@ -212,6 +228,7 @@ finish() {
 trap finish EXIT
 
 netem_ms=${INTEROP_SIW_DELAY_MS:-20}
+[[ $rxe == 1 ]] && netem_ms=0   # the delay works around siw races; rxe has none of them
 if [[ $netem_ms != 0 ]]; then
   kdeb=$(ls "$cache"/debs/linux-image-*-unsigned_*.deb 2>/dev/null | head -1)
   if [[ -n $kdeb ]] && dpkg-deb --fsys-tarfile "$kdeb" | tar -xO --wildcards './lib/modules/*/kernel/net/sched/sch_netem.ko' >"$share/sch_netem.ko" 2>/dev/null \
@@ -224,7 +241,7 @@ if [[ $netem_ms != 0 ]]; then
 fi
 
 conf=$work/host-dat.conf
-line_params="wire=tcp ip=$HOST_IP${extra:+ $extra}"
+line_params="wire=$OUR_WIRE ip=$HOST_IP${extra:+ $extra}"
 for ia in "$OUR_IA" "$SIW_IA"; do
   echo "$ia u2.0 nonthreadsafe default $lib dapl.2.0 \"$line_params\" \"\""
 done >"$conf"
@@ -253,7 +270,7 @@ fi
 # the guest's job (busybox sh); its tool log goes to the 9p share (/host)
 {
   echo '. /usr/lib/rdmavm/lib.sh'
-  echo "printf '%s\\n' '$OUR_IA u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 \"eth0 0\" \"\"' >/tmp/dat.conf"
+  echo "printf '%s\\n' '$OUR_IA u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 \"$GUEST_DEV 0\" \"\"' >/tmp/dat.conf"
   echo "grep -v '^#' /etc/dat.conf >>/tmp/dat.conf"
   echo 'export DAT_OVERRIDE=/tmp/dat.conf'
   echo 'cd /tmp'
@@ -325,7 +342,7 @@ nft -f - <<'NFT'
 table ip softrnic_interop {
   chain out {
     type filter hook output priority 0;
-    ip daddr $GUEST_IP tcp dport $gate_port drop
+    ip daddr $GUEST_IP $gate_match drop
   }
 }
 NFT
@@ -448,8 +465,8 @@ if [[ $tool == perftest_* ]]; then
   pt_op=""
   [[ $tool == perftest_write_bw && $role == softrnic_client ]] && pt_op=0
   [[ $tool == perftest_read_bw && $role == softrnic_server ]] && pt_op=2
-  if [[ -n $pt_op && -s $work/cap-siw.pcap ]] && command -v tshark >/dev/null; then
-    pt_wire=$(tshark -r "$work/cap-siw.pcap" -Y "iwarp_rdma.opcode == $pt_op && ip.src == $HOST_IP" -T fields \
+  if [[ -n $pt_op && -s $work/cap-$LINK.pcap ]] && command -v tshark >/dev/null; then
+    pt_wire=$(tshark -r "$work/cap-$LINK.pcap" -Y "iwarp_rdma.opcode == $pt_op && ip.src == $HOST_IP" -T fields \
                 -e iwarp_ddp.tagged_offset -e data.data 2>/dev/null \
               | python3 -c '
 import sys
@@ -482,20 +499,20 @@ print("OK %d FPDUs, %d bytes" % (len(fpdus), total))
 fi
 # What was asked of the MPA exchange must show on the wire: softrnic's requests (as initiator)
 # carry the revision and CRC flag its ia_params name; the replies answer with the same revision.
-if [[ $role == softrnic_client && -s $work/cap-siw.pcap ]] && command -v tshark >/dev/null; then
-  mpa=$(tshark -r "$work/cap-siw.pcap" -Y 'iwarp_mpa.req || iwarp_mpa.rep' -T fields -e ip.src \
+if [[ $rxe == 0 && $role == softrnic_client && -s $work/cap-$LINK.pcap ]] && command -v tshark >/dev/null; then
+  mpa=$(tshark -r "$work/cap-$LINK.pcap" -Y 'iwarp_mpa.req || iwarp_mpa.rep' -T fields -e ip.src \
           -e iwarp_mpa.rev -e iwarp_mpa.crc_flag 2>/dev/null | sort | uniq -c | tr -s ' ' | tr '\n\t' '; ')
   echo "wire: MPA requests/replies (count src rev crc): $mpa"
   want_rev=2 want_crc=1
   [[ " $extra " == *" mpa_rev=1 "* ]] && want_rev=1
   [[ " $extra " == *" mpa_crc=0 "* ]] && want_crc=0
-  bad=$(tshark -r "$work/cap-siw.pcap" -Y "(iwarp_mpa.req && ip.src == $HOST_IP && (iwarp_mpa.rev != $want_rev || iwarp_mpa.crc_flag != $want_crc)) || (iwarp_mpa.rep && iwarp_mpa.rev != $want_rev)" 2>/dev/null | wc -l)
+  bad=$(tshark -r "$work/cap-$LINK.pcap" -Y "(iwarp_mpa.req && ip.src == $HOST_IP && (iwarp_mpa.rev != $want_rev || iwarp_mpa.crc_flag != $want_crc)) || (iwarp_mpa.rep && iwarp_mpa.rev != $want_rev)" 2>/dev/null | wc -l)
   [[ $bad == 0 ]] || { ok=0; why+=("$bad MPA frames differ from revision $want_rev / CRC flag $want_crc"); }
 fi
 if [[ $tool == reject && $role == softrnic_server ]]; then
   # the reject as it crossed the wire: MPA reply with the R flag, our private data behind the
   # RFC 6581 IRD/ORD header (siw's requests are enhanced)
-  rej=$(tshark -r "$work/cap-siw.pcap" -Y 'iwarp_mpa.rep && iwarp_mpa.rej_flag == 1' -T fields \
+  rej=$(tshark -r "$work/cap-$LINK.pcap" -Y 'iwarp_mpa.rep && iwarp_mpa.rej_flag == 1' -T fields \
           -e iwarp_mpa.privatedata 2>/dev/null | tr -d ':' | head -1)
   if [[ $rej == ????????"$reject_pd" ]]; then
     echo "wire: MPA reply with the reject flag, private data $rej"
@@ -503,17 +520,25 @@ if [[ $tool == reject && $role == softrnic_server ]]; then
     ok=0; why+=("no MPA reject carrying $reject_pd in the capture (saw '${rej}')")
   fi
 fi
+if [[ $rxe == 1 && -s $work/cap-rxe.pcap && -f $src/../shared/tools/wirecheck/check_icrc.py ]]; then
+  # every RoCEv2 packet on the link (softrnic's and rxe's) carries a valid ICRC
+  if icrc=$(python3 "$src/../shared/tools/wirecheck/check_icrc.py" "$work/cap-rxe.pcap" 2>&1); then
+    echo "wire: $(tail -1 <<<"$icrc")"
+  else
+    ok=0; why+=("ICRC check of the capture: $(tail -3 <<<"$icrc" | tr '\n' ' ')")
+  fi
+fi
 if [[ $ok == 1 ]]; then
   passed=1
   echo "guest: $g_line"
   echo "host:  $h_line"
-  echo "PASS: $tool softrnic ${role#softrnic_} <-> siw in ${dt} s"
+  echo "PASS: $tool softrnic ${role#softrnic_} <-> $LINK in ${dt} s"
   exit 0
 fi
-if [[ -s $work/cap-siw.pcap ]] && command -v tshark >/dev/null; then
+if [[ -s $work/cap-$LINK.pcap ]] && command -v tshark >/dev/null; then
   echo "--- MPA on the wire (tshark, first 20 iWARP frames)"
-  tshark -r "$work/cap-siw.pcap" -Y 'iwarp_mpa.req || iwarp_mpa.rep || iwarp_rdma.opcode == 7' -O iwarp_mpa 2>/dev/null \
+  tshark -r "$work/cap-$LINK.pcap" -Y 'iwarp_mpa.req || iwarp_mpa.rep || iwarp_rdma.opcode == 7' -O iwarp_mpa 2>/dev/null \
     | grep -E '^Frame|Src: 10|flag|Revision|Private data|Terminate' | head -40 || true
-  tshark -r "$work/cap-siw.pcap" -Y 'tcp.port != 15828 && (iwarp_mpa || tcp.flags.reset == 1 || tcp.flags.fin == 1)' 2>/dev/null | head -20 || true
+  tshark -r "$work/cap-$LINK.pcap" -Y 'tcp.port != 15828 && (iwarp_mpa || tcp.flags.reset == 1 || tcp.flags.fin == 1)' 2>/dev/null | head -20 || true
 fi
-fail "$tool softrnic ${role#softrnic_} <-> siw after ${dt} s: ${why[*]}"
+fail "$tool softrnic ${role#softrnic_} <-> $LINK after ${dt} s: ${why[*]}"
