@@ -64,6 +64,7 @@ DAT_RETURN ep_post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT
                         DAT_COMPLETION_FLAGS flags);
 DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                              const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags);
+DAT_RETURN extension_op(DAT_HANDLE h, DAT_EXTENDED_OP op, va_list args);
 DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                               const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags);
 DAT_RETURN ep_post_rdma_read_to_rmr(DAT_EP_HANDLE ep, const DAT_RMR_TRIPLET* local, DAT_DTO_COOKIE cookie,

@@ -1,6 +1,7 @@
 // Endpoints: creation, connection, data transfer operations.
 #include <arpa/inet.h>
 
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -466,7 +467,8 @@ namespace {
 
 DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                         const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags, SendOpcode op,
-                        std::uint32_t invalidate_stag = 0, bool sink_is_window = false) {
+                        std::uint32_t invalidate_stag = 0, bool sink_is_window = false, std::uint32_t imm = 0,
+                        std::uint64_t compare_add = 0, std::uint64_t swap = 0) {
   std::lock_guard lk(api_mutex());
   Ep* ep = live_ep(h);
   if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
@@ -484,6 +486,9 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
   wr.invalidate_stag = invalidate_stag;
   wr.fence = (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) != 0;
   wr.sink_is_window = sink_is_window;  // waits for earlier RDMA Reads
+  wr.imm = imm;
+  wr.compare_add = compare_add;
+  wr.swap = swap;
   if (op == SendOpcode::send && (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)) wr.opcode = SendOpcode::send_solicited;
   // A Send is bounded by the EP's max_message_size, as dat_ep_query reports it (DAT_LENGTH_ERROR
   // beyond). max_rdma_size is not enforced, as OFA dapl does not: dtest sets it to 64 KiB and
@@ -493,7 +498,8 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
     for (const Sge& s : sgl) total += s.length;
     if (total > ep->attr.max_message_size) return err(DAT_LENGTH_ERROR);
   }
-  if (op == SendOpcode::rdma_write || op == SendOpcode::rdma_read) {
+  if (op == SendOpcode::rdma_write || op == SendOpcode::rdma_read || op == SendOpcode::rdma_write_imm ||
+      op == SendOpcode::cmp_swap || op == SendOpcode::fetch_add) {
     if (!remote) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
     std::uint64_t total = 0;
     for (const Sge& s : sgl) total += s.length;
@@ -536,6 +542,42 @@ DAT_RETURN ep_post_rdma_read_to_rmr(DAT_EP_HANDLE h, const DAT_RMR_TRIPLET* loca
 DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                               const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags) {
   return post_request(h, n, iov, cookie, remote, flags, SendOpcode::rdma_write);
+}
+
+// The DAT IB extensions (dat_ib_extensions.h) libdat2 hands over through dat_extension_op: RDMA
+// Write with Immediate, CmpSwap and FetchAdd, with their va_list arguments in the order of the
+// dat_ib_post_* macros. RoCEv2 only (ia_query advertises them there).
+DAT_RETURN extension_op(DAT_HANDLE h, DAT_EXTENDED_OP op, va_list args) {
+  if (!is_live(h, Kind::ep)) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  switch (static_cast<int>(op)) {
+    case DAT_IB_RDMA_WRITE_IMMED_OP: {
+      const DAT_COUNT n = va_arg(args, DAT_COUNT);
+      auto* iov = va_arg(args, DAT_LMR_TRIPLET*);
+      const DAT_DTO_COOKIE cookie = va_arg(args, DAT_DTO_COOKIE);
+      const auto* remote = va_arg(args, const DAT_RMR_TRIPLET*);
+      const DAT_UINT32 idata = va_arg(args, DAT_UINT32);
+      const auto flags = static_cast<DAT_COMPLETION_FLAGS>(va_arg(args, int));
+      return post_request(h, n, iov, cookie, remote, flags, SendOpcode::rdma_write_imm, 0, false, idata);
+    }
+    case DAT_IB_CMP_AND_SWAP_OP: {
+      const DAT_UINT64 cmp = va_arg(args, DAT_UINT64);
+      const DAT_UINT64 swap = va_arg(args, DAT_UINT64);
+      auto* iov = va_arg(args, DAT_LMR_TRIPLET*);
+      const DAT_DTO_COOKIE cookie = va_arg(args, DAT_DTO_COOKIE);
+      const auto* remote = va_arg(args, const DAT_RMR_TRIPLET*);
+      const auto flags = static_cast<DAT_COMPLETION_FLAGS>(va_arg(args, int));
+      return post_request(h, 1, iov, cookie, remote, flags, SendOpcode::cmp_swap, 0, false, 0, cmp, swap);
+    }
+    case DAT_IB_FETCH_AND_ADD_OP: {
+      const DAT_UINT64 add = va_arg(args, DAT_UINT64);
+      auto* iov = va_arg(args, DAT_LMR_TRIPLET*);
+      const DAT_DTO_COOKIE cookie = va_arg(args, DAT_DTO_COOKIE);
+      const auto* remote = va_arg(args, const DAT_RMR_TRIPLET*);
+      const auto flags = static_cast<DAT_COMPLETION_FLAGS>(va_arg(args, int));
+      return post_request(h, 1, iov, cookie, remote, flags, SendOpcode::fetch_add, 0, false, 0, add);
+    }
+    default: return err(DAT_NOT_IMPLEMENTED);  // UD and the query operations (docs/dat-coverage.md)
+  }
 }
 
 DAT_RETURN ep_get_status(DAT_EP_HANDLE h, DAT_EP_STATE* state, DAT_BOOLEAN* recv_idle, DAT_BOOLEAN* req_idle) {

@@ -39,6 +39,10 @@ DAT_DTOS map_op(WcOpcode op) {
     case WcOpcode::rdma_read: return DAT_DTO_RDMA_READ;
     case WcOpcode::recv: return DAT_DTO_RECEIVE;
     case WcOpcode::bind: return DAT_DTO_BIND_MW;
+    case WcOpcode::rdma_write_imm: return static_cast<DAT_DTOS>(DAT_IB_DTO_RDMA_WRITE_IMMED);
+    case WcOpcode::recv_rdma_imm: return static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_IMMED);
+    case WcOpcode::cmp_swap: return static_cast<DAT_DTOS>(DAT_IB_DTO_CMP_SWAP);
+    case WcOpcode::fetch_add: return static_cast<DAT_DTOS>(DAT_IB_DTO_FETCH_ADD);
   }
   return DAT_DTO_SEND;
 }
@@ -84,6 +88,26 @@ softrnic::Srq* to_event(Evd& evd, const Wc& wc, DAT_EVENT& ev) {
   d.transfered_length = wc.byte_len;
   d.operation = map_op(wc.opcode);
   d.rmr_context = wc.invalidated_stag;  // a Send with Invalidate's window
+  // The DAT IB extensions (dat_ib_extensions.h), as OFA dapl reports them: immediate data and
+  // atomics complete as DAT_IB_DTO_EVENT with the extension's type (and the immediate data).
+  const bool ext = wc.opcode == WcOpcode::rdma_write_imm || wc.opcode == WcOpcode::recv_rdma_imm ||
+                   wc.opcode == WcOpcode::cmp_swap || wc.opcode == WcOpcode::fetch_add || wc.with_imm;
+  if (ext) {
+    ev.event_number = static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT);
+    auto* x = reinterpret_cast<DAT_IB_EXTENSION_EVENT_DATA*>(ev.event_extension_data);
+    x->status = wc.status == WcStatus::success ? DAT_OP_SUCCESS : DAT_IB_OP_ERR;
+    switch (wc.opcode) {
+      case WcOpcode::rdma_write_imm: x->type = DAT_IB_RDMA_WRITE_IMMED; break;
+      case WcOpcode::recv_rdma_imm: x->type = DAT_IB_RDMA_WRITE_IMMED_DATA; break;
+      case WcOpcode::cmp_swap: x->type = DAT_IB_CMP_AND_SWAP; break;
+      case WcOpcode::fetch_add: x->type = DAT_IB_FETCH_AND_ADD; break;
+      default:  // a Send with Immediate's receive
+        x->type = DAT_IB_RECV_IMMED_DATA;
+        d.operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_MSG_IMMED);
+        break;
+    }
+    if (wc.with_imm) x->val.immed.data = wc.imm;
+  }
   return wc.srq;
 }
 

@@ -67,13 +67,19 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   ia->addr.sin_port = htons(a.port);
   ia->base_port = cfg.netdev.port;
   ia->transport_mtu = std::to_string(ib_mtu_of(link_mtu(cfg, a.ip)));
-  ia->provider_attrs = {{
+  ia->provider_attrs = {
       {const_cast<char*>("DAT_IB_RDMA_READ"), const_cast<char*>("TRUE")},
       {const_cast<char*>("DAT_IB_TRANSPORT_MTU"), ia->transport_mtu.data()},
       {const_cast<char*>("SOFTRNIC_TRANSPORT"), const_cast<char*>(cfg.wire == Wire::tcp    ? "iwarp-mpa-tcp"
                                                                   : cfg.wire == Wire::roce ? "roce-v2"
                                                                                            : "iwarp-udp")},
-  }};
+  };
+  if (cfg.wire == Wire::roce) {
+    // The DAT IB extensions, as OFA dapl's cma provider names them: immediate data and atomics.
+    for (const char* attr :
+         {"DAT_EXTENSION_INTERFACE", "DAT_IB_IMMED_DATA", "DAT_IB_FETCH_AND_ADD", "DAT_IB_CMP_AND_SWAP"})
+      ia->provider_attrs.push_back({const_cast<char*>(attr), const_cast<char*>("TRUE")});
+  }
   ia->dev = std::move(dev);
   if (*async_evd == DAT_HANDLE_NULL) {
     ia->async_evd =
@@ -132,8 +138,11 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
     a->max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
     a->max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
     a->zb_supported = DAT_FALSE;
-    a->extension_supported = DAT_EXTENSION_NONE;
-    a->extension_version = 0;
+    // The DAT IB extensions (immediate data, atomics) on the RoCEv2 wire only: libdat2 passes
+    // dat_extension_op through only when this says so.
+    const bool ib_ext = ia->dev->wire() == Wire::roce;
+    a->extension_supported = ib_ext ? DAT_EXTENSION_IB : DAT_EXTENSION_NONE;
+    a->extension_version = ib_ext ? DAT_IB_EXTENSION_VERSION : 0;
     // The wire, named (OFA dapl names its transport in the provider name only).
     static DAT_NAMED_ATTR udp_attr{const_cast<char*>("transport"),
                                    const_cast<char*>("iWARP over UDP (softrnic framing)")};

@@ -1,7 +1,12 @@
 // Protection zones and LMRs.
+
 #include "api.hpp"
 
 namespace softrnic::dat {
+
+namespace {
+constexpr int kRemoteAtomic = DAT_IB_MEM_PRIV_REMOTE_ATOMIC;  // the IB extension's privilege
+}  // namespace
 
 DAT_RETURN pz_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE* out) {
   std::lock_guard lk(api_mutex());
@@ -53,8 +58,10 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
   if (length == 0) return err(DAT_LENGTH_ERROR);
   if (!region.for_va) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-  if (priv & ~DAT_MEM_PRIV_ALL_FLAG) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+  if (static_cast<int>(priv) & ~(static_cast<int>(DAT_MEM_PRIV_ALL_FLAG) | kRemoteAtomic))
+    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
   Access acc = Access::local_read;
+  if (static_cast<int>(priv) & kRemoteAtomic) acc = acc | Access::remote_atomic;  // the IB extension's
   if (priv & DAT_MEM_PRIV_LOCAL_WRITE_FLAG) acc = acc | Access::local_write;
   if (priv & DAT_MEM_PRIV_REMOTE_READ_FLAG) acc = acc | Access::remote_read;
   if (priv & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) acc = acc | Access::remote_write;
@@ -178,6 +185,7 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE h, DAT_LMR_HANDLE lmr_h, const DAT_LMR_TRIPLE
   if (!ep->qp) return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
   if (ep->pz != rmr->pz) return err(DAT_PROTECTION_VIOLATION);
   Access acc = Access::none;
+  if (static_cast<int>(priv) & kRemoteAtomic) acc = acc | Access::remote_atomic;
   if (priv & DAT_MEM_PRIV_REMOTE_READ_FLAG) acc = acc | Access::remote_read;
   if (priv & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) acc = acc | Access::remote_write;
   const bool signaled = !(flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG));

@@ -11,6 +11,9 @@
 #include <dat2/dat_registry.h>
 #include <netinet/in.h>
 
+// The DAT IB extensions (immediate data, atomics): after udat.h and netinet/in.h (its types).
+#include <dat2/dat_ib_extensions.h>
+
 #include <array>
 #include <atomic>
 #include <boost/container/small_vector.hpp>
@@ -96,7 +99,7 @@ struct Ia : Obj {
   // holds: 1024 on a 1500-byte Ethernet link), so consumers that size buffers by it (dtestsrq)
   // agree with a Linux peer on the same link.
   std::string transport_mtu;
-  std::array<DAT_NAMED_ATTR, 3> provider_attrs{};
+  std::vector<DAT_NAMED_ATTR> provider_attrs;
   // Signaled RMR binds in flight: the bind completion's wr_id -> the RMR and the cookie.
   std::mutex bind_mu;
   std::unordered_map<std::uint64_t, std::pair<void*, DAT_RMR_COOKIE>> binds;

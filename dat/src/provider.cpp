@@ -115,10 +115,10 @@ void fill(DAT_PROVIDER& p) {
   not_impl(p.cno_fd_create_func);
   not_impl(p.cno_trigger_func);
   not_impl(p.ia_ha_related_func);
-  not_impl(p.handle_extendedop_func);
 
   // Implemented (docs/dat-coverage.md lists both sets).
   p.ia_open_func = ia_open;
+  p.handle_extendedop_func = extension_op;
   p.ia_query_func = ia_query;
   p.ia_close_func = ia_close;
   p.set_consumer_context_func = set_consumer_context;

@@ -127,7 +127,8 @@ MrCheck MrTable::check(std::uint32_t stag, const Pd* pd, std::uint64_t addr, std
   if (s.key != (stag & kKeyMask)) return MrCheck::key_mismatch;
   const Mr& mr = *s.mr;
   // A window serves remote access only, and only while bound.
-  if (mr.window && (!mr.parent || !(has(need, Access::remote_read) || has(need, Access::remote_write))))
+  if (mr.window && (!mr.parent || !(has(need, Access::remote_read) || has(need, Access::remote_write) ||
+                                    has(need, Access::remote_atomic))))
     return MrCheck::invalid_stag;
   if (mr.pd != pd) return MrCheck::pd_mismatch;
   if (addr < mr.addr || addr + len < addr || addr + len > mr.addr + mr.length) return MrCheck::out_of_bounds;

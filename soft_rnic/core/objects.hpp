@@ -63,6 +63,9 @@ struct RecvWqe {
   bool pos_seen = false;
   std::uint32_t inv_stag = 0;  // Send with Invalidate: the window to invalidate at completion
   Srq* srq = nullptr;          // where the buffer came from
+  bool with_imm = false;       // RoCE: immediate data came with the message
+  bool rdma_imm = false;       // ... by an RDMA Write with Immediate (msg_len: the Write's length)
+  std::uint32_t imm = 0;
 };
 
 struct Srq {
@@ -103,6 +106,8 @@ struct WaitingWr {
   bool fence = false;
   Access sink_access = Access::local_write;  // an RDMA Read's sink: remote_write for a window
   SendWqe* wqe = nullptr;                    // its entry on sq
+  std::uint32_t imm = 0;                     // send_imm, rdma_write_imm
+  std::uint64_t compare_add = 0, swap = 0;   // cmp_swap, fetch_add
 };
 
 // An RDMA Read this QP requested: where its response goes. A Read Request names one sink STag;

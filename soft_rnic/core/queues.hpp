@@ -31,9 +31,8 @@ std::optional<Fault> scatter(Ctx& ctx, const Pd* pd, std::span<const Sge> sgl, s
 // registered memory when one SGE holds them, else gathered into `scratch`. Every region is
 // checked again at each read (a consumer may free a region a posted work request still names,
 // and then nothing may be read from it): nullopt when one is gone or unmapped.
-std::optional<std::span<const std::uint8_t>> gather(Ctx& ctx, const Pd* pd, std::span<const Sge> sgl,
-                                                    std::uint64_t off, std::size_t len,
-                                                    std::vector<std::uint8_t>& scratch);
+std::optional<std::span<const std::uint8_t>> gather(Ctx& ctx, const Pd* pd, std::span<const Sge> sgl, std::uint64_t off,
+                                                    std::size_t len, std::vector<std::uint8_t>& scratch);
 
 // ---- receive queue ----
 Status make_recv(Ctx& ctx, Pd* pd, const RecvWr& wr, RecvWqe& r);
@@ -50,6 +49,9 @@ std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::ui
 // Whether a Send with this MSN finds a buffer (posted, or one the SRQ can give now). RoCE answers
 // an RNR NAK instead of placing when it does not.
 bool recv_buffer_ready(const Qp& qp, std::uint32_t msn);
+// RoCE: the receive of message `msn` carried immediate data; `rdma_len`: it was consumed by an
+// RDMA Write with Immediate of that many bytes (placed elsewhere). The message must be placed.
+void set_recv_imm(Qp& qp, std::uint32_t msn, std::uint32_t imm, std::optional<std::uint64_t> rdma_len);
 // Completes receives in MSN order: the front buffer when its message is whole and everything
 // before its last segment has been delivered (`delivered`: every position below it).
 void complete_receives(Ctx& ctx, Qp& qp, Pos delivered);
@@ -58,6 +60,10 @@ void complete_receives(Ctx& ctx, Qp& qp, Pos delivered);
 // Whether a work request may go on the wire now: an RDMA Read needs a free ORD slot, a fenced
 // request needs every earlier RDMA Read completed.
 bool can_issue(const Qp& qp, const WaitingWr& w);
+// RDMA Reads and atomics: they take an ORD slot and complete when their response comes.
+inline bool is_read_like(SendOpcode op) {
+  return op == SendOpcode::rdma_read || op == SendOpcode::cmp_swap || op == SendOpcode::fetch_add;
+}
 // Issues the waiting requests at the head of sq_wait that may go now, in order.
 void issue_waiting(Qp& qp);
 // An RDMA Read goes on the wire: its ReadOut (where the response goes) joins reads_out. One sink

@@ -146,6 +146,18 @@ bool recv_buffer_ready(const Qp& qp, std::uint32_t msn) {
   return posted || (qp.init.srq && slot < kMaxMsnAhead && !qp.init.srq->q.empty());
 }
 
+void set_recv_imm(Qp& qp, std::uint32_t msn, std::uint32_t imm, std::optional<std::uint64_t> rdma_len) {
+  const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(msn - qp.recv_msn));
+  if (idx < 0 || static_cast<std::size_t>(idx) >= qp.rq.size()) return;
+  RecvWqe& r = qp.rq[static_cast<std::size_t>(idx)];
+  r.with_imm = true;
+  r.imm = imm;
+  if (rdma_len) {
+    r.rdma_imm = true;
+    r.msg_len = *rdma_len;
+  }
+}
+
 void complete_receives(Ctx& ctx, Qp& qp, Pos delivered) {
   while (!qp.rq.empty()) {
     const RecvWqe& f = qp.rq.front();
@@ -157,8 +169,9 @@ void complete_receives(Ctx& ctx, Qp& qp, Pos delivered) {
       return;
     }
     srq_completed(f.srq);
-    push_wc(qp.init.recv_cq, Wc{f.wr_id, WcOpcode::recv, WcStatus::success, static_cast<std::uint32_t>(f.msg_len), &qp,
-                                qp.init.context, f.srq, f.inv_stag});
+    push_wc(qp.init.recv_cq,
+            Wc{f.wr_id, f.rdma_imm ? WcOpcode::recv_rdma_imm : WcOpcode::recv, WcStatus::success,
+               static_cast<std::uint32_t>(f.msg_len), &qp, qp.init.context, f.srq, f.inv_stag, f.with_imm, f.imm});
     qp.rq.pop_front();
     qp.rq_allocated--;
     qp.recv_msn++;

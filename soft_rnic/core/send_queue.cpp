@@ -7,9 +7,8 @@
 
 namespace softrnic {
 
-std::optional<std::span<const std::uint8_t>> gather(Ctx& ctx, const Pd* pd, std::span<const Sge> sgl,
-                                                    std::uint64_t off, std::size_t len,
-                                                    std::vector<std::uint8_t>& scratch) {
+std::optional<std::span<const std::uint8_t>> gather(Ctx& ctx, const Pd* pd, std::span<const Sge> sgl, std::uint64_t off,
+                                                    std::size_t len, std::vector<std::uint8_t>& scratch) {
   if (len == 0) return std::span<const std::uint8_t>{};
   const std::size_t total = len;
   scratch.clear();
@@ -37,7 +36,7 @@ std::optional<std::span<const std::uint8_t>> gather(Ctx& ctx, const Pd* pd, std:
 }
 
 bool can_issue(const Qp& qp, const WaitingWr& w) {
-  if (w.opcode == SendOpcode::rdma_read && qp.reads_out.size() >= qp.ord) return false;
+  if (is_read_like(w.opcode) && qp.reads_out.size() >= qp.ord) return false;
   if (w.fence && !qp.reads_out.empty()) return false;
   return true;
 }

@@ -65,8 +65,30 @@ void Roce::on_response(Qp& qp, const w::Packet& p) {
     acknowledged(qp, s.ack_through);
     return;
   }
-  if (!(has & w::kAeth) || (has & w::kAtomic)) {
-    ctx_.ctr.rx_bad_acks++;  // atomics: not yet
+  if (p.opcode == w::Opcode::atomic_ack) {
+    auto it = std::find_if(s.reqs.begin(), s.reqs.end(), [&](const ReqWqe& r) { return r.first_psn == psn; });
+    if (it == s.reqs.end() || it->kind != ReqKind::atomic || it->done) {
+      ctx_.ctr.rx_bad_acks++;
+      return;
+    }
+    ReqWqe& r = *it;
+    s.ack_through = std::max(s.ack_through, r.first_psn);  // everything before the atomic
+    // The value the peer found, into the 8-byte sink in host order (as rxe_comp.c writes it).
+    const std::uint64_t orig = p.orig;
+    if (auto f = place_read_response(ctx_, qp, r.sink_stag, r.sink_to,
+                                     {reinterpret_cast<const std::uint8_t*>(&orig), sizeof orig}, psn)) {
+      complete_error(qp, WcStatus::local_protection_error, f->reason);
+      return;
+    }
+    r.resp_pkts = 1;
+    r.done = true;
+    s.progress_at = Clock::now();
+    s.retry_left = ctx_.cfg.roce.retry_cnt;
+    acknowledged(qp, s.ack_through);
+    return;
+  }
+  if (!(has & w::kAeth)) {
+    ctx_.ctr.rx_bad_acks++;
     return;
   }
   switch (p.syndrome & w::kAethTypeMask) {
@@ -129,7 +151,7 @@ void Roce::acknowledged(Qp& qp, Pos through) {
   const Pos before = s.una_psn;
   while (!s.reqs.empty()) {
     ReqWqe& r = s.reqs.front();
-    if (r.kind != ReqKind::read && r.first_psn + r.npkts <= s.ack_through) r.done = true;
+    if ((r.kind == ReqKind::send || r.kind == ReqKind::write) && r.first_psn + r.npkts <= s.ack_through) r.done = true;
     if (!r.done) break;
     s.reqs.pop_front();
   }
@@ -137,7 +159,8 @@ void Roce::acknowledged(Qp& qp, Pos through) {
     s.una_psn = s.next_psn;
   } else {
     const ReqWqe& r = s.reqs.front();
-    s.una_psn = r.kind == ReqKind::read ? r.first_psn + r.resp_pkts : std::max(r.first_psn, s.ack_through);
+    s.una_psn = r.kind == ReqKind::read || r.kind == ReqKind::atomic ? r.first_psn + r.resp_pkts
+                                                                     : std::max(r.first_psn, s.ack_through);
   }
   s.tx_psn = std::max(s.tx_psn, s.una_psn);
   if (s.una_psn != before) {

@@ -39,6 +39,27 @@ void Roce::issue(Qp& qp, const WaitingWr& wr) {
       r.sink_to = rd.sink_to;
       break;
     }
+    case SendOpcode::cmp_swap:
+    case SendOpcode::fetch_add: {
+      r.kind = ReqKind::atomic;
+      r.cmp_swap = wr.opcode == SendOpcode::cmp_swap;
+      r.compare_add = wr.compare_add;
+      r.swap = wr.swap;
+      r.npkts = 1;
+      const ReadOut& rd = begin_read(qp, wr);  // the value found comes back like a Read's data
+      r.sink_stag = rd.sink_stag;
+      r.sink_to = rd.sink_to;
+      break;
+    }
+    case SendOpcode::rdma_write_imm:
+      r.with_imm = true;
+      r.imm = wr.imm;
+      r.kind = ReqKind::write;
+      break;
+    case SendOpcode::send_imm:
+      r.with_imm = true;
+      r.imm = wr.imm;
+      break;
     case SendOpcode::rdma_write: r.kind = ReqKind::write; break;
     case SendOpcode::send_invalidate:
       r.invalidate = true;
@@ -84,6 +105,17 @@ bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
   w::Packet p;
   p.dest_qpn = s.peer_qpn;
   p.psn = static_cast<std::uint32_t>(psn & w::kPsnMask);
+  if (r.kind == ReqKind::atomic) {
+    p.opcode = r.cmp_swap ? w::Opcode::cmp_swap : w::Opcode::fetch_add;
+    p.va = r.va;
+    p.rkey = r.rkey;
+    p.swap_add = r.cmp_swap ? r.swap : r.compare_add;
+    p.compare = r.cmp_swap ? r.compare_add : 0;
+    p.ack_req = true;
+    s.tx_psn = psn + 1;
+    s.since_ackreq = 0;
+    return send_packet(qp, p, {}, 0, 0, qp.init.pd);
+  }
   if (r.kind == ReqKind::read) {
     // From the first packet of the response still missing: a Read retried after part of its
     // response came asks for the rest (rxe does the same).
@@ -103,20 +135,26 @@ bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
   const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(s.mtu, r.total - off));
   const bool first = k == 0, last = k + 1 == r.npkts;
   if (r.kind == ReqKind::write) {
-    p.opcode = first && last ? w::Opcode::write_only
+    p.opcode = first && last ? (r.with_imm ? w::Opcode::write_only_imm : w::Opcode::write_only)
                : first       ? w::Opcode::write_first
-               : last        ? w::Opcode::write_last
+               : last        ? (r.with_imm ? w::Opcode::write_last_imm : w::Opcode::write_last)
                              : w::Opcode::write_middle;
+    p.imm = r.imm;
     if (first) {
       p.va = r.va;
       p.rkey = r.rkey;
       p.dma_len = static_cast<std::uint32_t>(r.total);
     }
   } else {
-    p.opcode = first && last ? (r.invalidate ? w::Opcode::send_only_inv : w::Opcode::send_only)
+    p.opcode = first && last ? (r.invalidate ? w::Opcode::send_only_inv
+                                : r.with_imm ? w::Opcode::send_only_imm
+                                             : w::Opcode::send_only)
                : first       ? w::Opcode::send_first
-               : last        ? (r.invalidate ? w::Opcode::send_last_inv : w::Opcode::send_last)
+               : last        ? (r.invalidate ? w::Opcode::send_last_inv
+                                : r.with_imm ? w::Opcode::send_last_imm
+                                             : w::Opcode::send_last)
                              : w::Opcode::send_middle;
+    p.imm = r.imm;
     p.inv_rkey = r.inv_rkey;
     p.solicited = last && r.solicited;
   }

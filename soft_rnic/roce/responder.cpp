@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "roce.hpp"
+#include "user_mem.hpp"
 
 namespace softrnic::roce {
 
@@ -84,11 +85,20 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
       return;
     }
     s.send_off += len;
+    if (has & w::kImm) set_recv_imm(qp, s.send_msn, p.imm, std::nullopt);
     if (has & w::kLast) {
       s.in_send = false;
       s.msn++;
     }
   } else if (has & w::kWrite) {
+    // A Write with Immediate takes a receive buffer with its last packet: none, RNR NAK (before
+    // anything of this packet is placed, so the retry finds everything as it was).
+    if ((has & w::kImm) && !recv_buffer_ready(qp, s.next_recv_msn)) {
+      s.ack_pending = false;
+      s.nak_sent = true;
+      send_ack(qp, static_cast<std::uint8_t>(w::kAethRnrNak | (ctx_.cfg.roce.min_rnr_timer & 0x1F)), psn);
+      return;
+    }
     if (has & w::kFirst) {
       if (p.dma_len > ctx_.limits.max_msg_size) {
         nak(qp, w::kNakInvalidRequest, psn, Error::message_too_long, "an RDMA Write longer than the largest message");
@@ -104,7 +114,7 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
       s.in_write = true;
       s.w_rkey = p.rkey;
       s.w_va = p.va;
-      s.w_left = p.dma_len;
+      s.w_left = s.w_total = p.dma_len;
     } else if (!s.in_write) {
       nak(qp, w::kNakInvalidRequest, psn, Error::unexpected_opcode,
           "an RDMA Write's middle or last packet without its first");
@@ -129,7 +139,18 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
       }
       s.in_write = false;
       s.msn++;
+      if (has & w::kImm) {
+        const std::uint32_t msn = s.next_recv_msn++;
+        if (auto f = place_untagged(ctx_, qp, msn, 0, {}, true, 0, false, psn)) {
+          nak(qp, nak_code(f->error), psn, f->error, f->reason);
+          return;
+        }
+        set_recv_imm(qp, msn, p.imm, s.w_total);
+      }
     }
+  } else if (has & w::kAtomic) {
+    if (answer_atomic(qp, p, psn)) s.exp_psn = psn + 1;
+    return;
   } else if (has & w::kRead) {
     answer_read(qp, psn, p.rkey, p.va, p.dma_len);  // its response acknowledges it
     return;
@@ -151,11 +172,20 @@ void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
   RoceQp& s = st(qp);
   qp.ctr.rx_duplicates++;
   ctx_.ctr.rx_duplicates++;
+  if (w::op_info(p.opcode).has & w::kAtomic) {
+    // An atomic asked again (its ACK was lost): the same answer, not a second execution.
+    for (const ReadRes& r : s.reads)
+      if (r.atomic && r.first_psn == psn) {
+        send_atomic_ack(qp, psn, r.orig);
+        return;
+      }
+    return;
+  }
   if (w::op_info(p.opcode).has & w::kRead) {
     // A Read asked again (its response was lost): answered again from its PSN, if it lies within
     // one we answered (rxe replays the same way). Its RETH is checked again.
     for (const ReadRes& r : s.reads) {
-      if (psn < r.first_psn || psn >= r.first_psn + r.npkts) continue;
+      if (r.atomic || psn < r.first_psn || psn >= r.first_psn + r.npkts) continue;
       if (p.dma_len) {
         const MrCheck c = ctx_.mrs.check(p.rkey, qp.init.pd, p.va, p.dma_len, Access::remote_read);
         if (c != MrCheck::ok) {
@@ -230,6 +260,62 @@ void Roce::send_responses(Qp& qp) {
     if (last) s.jobs.pop_front();
   }
   if (!s.jobs.empty()) rearm(qp);
+}
+
+// CmpSwap and FetchAdd on 8 aligned bytes of a region that grants remote atomic access, done with
+// the CPU's atomic instructions (the owner may read the same memory meanwhile), answered with the
+// value found; kept for a duplicate.
+bool Roce::answer_atomic(Qp& qp, const w::Packet& p, Pos psn) {
+  RoceQp& s = st(qp);
+  if (p.va % 8 != 0) {
+    nak(qp, w::kNakInvalidRequest, psn, Error::bad_offset, "an atomic at an address not 8-byte aligned");
+    return false;
+  }
+  const MrCheck c = ctx_.mrs.check(p.rkey, qp.init.pd, p.va, 8, Access::remote_atomic);
+  if (c != MrCheck::ok) {
+    nak(qp, w::kNakRemoteAccess, psn, tagged_error(c), std::string("atomic: ") + std::string(to_string(c)));
+    return false;
+  }
+  struct Op {
+    std::uint64_t* at;
+    bool cmp;
+    std::uint64_t compare, swap_add, orig;
+  } op{reinterpret_cast<std::uint64_t*>(static_cast<std::uintptr_t>(p.va)), p.opcode == w::Opcode::cmp_swap, p.compare,
+       p.swap_add, 0};
+  const bool ok = run_guarded(
+      [](void* v) {
+        auto* o = static_cast<Op*>(v);
+        if (o->cmp) {
+          std::uint64_t expected = o->compare;
+          __atomic_compare_exchange_n(o->at, &expected, o->swap_add, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+          o->orig = expected;  // the value found, equal or not
+        } else {
+          o->orig = __atomic_fetch_add(o->at, o->swap_add, __ATOMIC_SEQ_CST);
+        }
+      },
+      &op);
+  if (!ok) {
+    ctx_.ctr.memory_faults++;
+    nak(qp, w::kNakRemoteOperation, psn, Error::local_catastrophic, "an atomic's target memory is gone");
+    return false;
+  }
+  s.reads.push_back(ReadRes{psn, 1, true, op.orig});
+  while (s.reads.size() > std::max<std::uint32_t>(qp.ird, 1)) s.reads.pop_front();
+  s.msn++;
+  send_atomic_ack(qp, psn, op.orig);
+  return true;
+}
+
+void Roce::send_atomic_ack(Qp& qp, Pos psn, std::uint64_t orig) {
+  RoceQp& s = st(qp);
+  w::Packet p;
+  p.opcode = w::Opcode::atomic_ack;
+  p.dest_qpn = s.peer_qpn;
+  p.psn = static_cast<std::uint32_t>(psn & w::kPsnMask);
+  p.syndrome = w::kAethAck | w::kAethNoCredit;
+  p.msn = s.msn;
+  p.orig = orig;
+  send_packet(qp, p, {}, 0, 0, qp.init.pd);
 }
 
 void Roce::send_ack(Qp& qp, std::uint8_t syndrome, Pos psn) {

@@ -35,7 +35,7 @@
 
 namespace softrnic::roce {
 
-enum class ReqKind : std::uint8_t { send, write, read };
+enum class ReqKind : std::uint8_t { send, write, read, atomic };
 
 // A work request on the wire (rxe's send WQE state).
 struct ReqWqe {
@@ -43,6 +43,10 @@ struct ReqWqe {
   bool solicited = false;
   bool invalidate = false;
   std::uint32_t inv_rkey = 0;
+  bool with_imm = false;  // Send or Write with Immediate
+  std::uint32_t imm = 0;
+  bool cmp_swap = false;  // an atomic: CmpSwap, else FetchAdd
+  std::uint64_t compare_add = 0, swap = 0;
   SglRef sgl;
   std::uint64_t total = 0;  // payload bytes (a Read: bytes to read)
   std::uint32_t rkey = 0;
@@ -51,7 +55,7 @@ struct ReqWqe {
   std::uint32_t npkts = 1;  // PSNs it takes (a Read: its response packets)
   SendWqe* wqe = nullptr;
   bool done = false;  // acknowledged (a Read: its whole response placed)
-  // A Read: where its response goes, and how much of it has come.
+  // A Read or an atomic: where its response goes, and how much of it has come.
   std::uint32_t sink_stag = 0;
   std::uint64_t sink_to = 0;
   std::uint32_t resp_pkts = 0;
@@ -61,6 +65,8 @@ struct ReqWqe {
 struct ReadRes {
   Pos first_psn = 0;
   std::uint32_t npkts = 0;
+  bool atomic = false;     // an atomic: its duplicate gets the same answer again
+  std::uint64_t orig = 0;  // the value the atomic found
 };
 
 // A Read response still going out (a long one goes a burst per round).
@@ -107,7 +113,7 @@ struct RoceQp final : TransportQp {
   std::uint64_t send_off = 0;
   bool in_write = false;
   std::uint32_t w_rkey = 0;
-  std::uint64_t w_va = 0, w_left = 0;
+  std::uint64_t w_va = 0, w_left = 0, w_total = 0;
   std::deque<ReadRes> reads;  // Reads answered, for duplicates
   std::deque<ReadJob> jobs;   // Read responses still to send
   bool ack_pending = false;
@@ -215,6 +221,8 @@ class Roce final : public Transport, public engine::Pollable {
   bool answer_read(Qp& qp, Pos psn, std::uint32_t rkey, std::uint64_t va, std::uint32_t len);
   void send_responses(Qp& qp);
   void send_ack(Qp& qp, std::uint8_t syndrome, Pos psn);
+  void send_atomic_ack(Qp& qp, Pos psn, std::uint64_t orig);
+  bool answer_atomic(Qp& qp, const wire::roce::Packet& p, Pos psn);
   void nak(Qp& qp, std::uint8_t code, Pos psn, Error e, std::string reason);
 
   // cm.cpp

@@ -396,6 +396,18 @@ class DeviceImpl final : public Device {
       total += s.length;
     }
     if (total > ctx_.limits.max_msg_size) return Status::length_error;
+    const bool atomic = wr.opcode == SendOpcode::cmp_swap || wr.opcode == SendOpcode::fetch_add;
+    if ((atomic || wr.opcode == SendOpcode::send_imm || wr.opcode == SendOpcode::rdma_write_imm) &&
+        ctx_.cfg.wire != Wire::roce)
+      return Status::invalid_param;  // iWARP has no immediate data and no atomics
+    if (atomic) {
+      // One 8-byte sink for the value found; the target 8 bytes aligned (IBTA o9-21).
+      if (wr.sgl.size() != 1 || wr.sgl[0].length != 8 || wr.sink_is_window) return Status::length_error;
+      if (wr.remote_addr % 8 != 0) return Status::invalid_param;
+      if (ctx_.mrs.check(wr.sgl[0].lkey, qp->init.pd, wr.sgl[0].addr, 8, Access::local_write) != MrCheck::ok)
+        return Status::protection_violation;
+      if (qp->ord == 0) return Status::insufficient_resources;
+    }
     const bool read = wr.opcode == SendOpcode::rdma_read;
     const Access sink_access = wr.sink_is_window ? Access::remote_write : Access::local_write;
     if (read) {
@@ -408,11 +420,14 @@ class DeviceImpl final : public Device {
     } else if (wr.sink_is_window) {
       return Status::invalid_param;
     }
-    const WcOpcode wc_op = read                                  ? WcOpcode::rdma_read
-                           : wr.opcode == SendOpcode::rdma_write ? WcOpcode::rdma_write
-                                                                 : WcOpcode::send;
-    SendWqe& wqe = qp->sq.emplace_back(
-        SendWqe{wr.wr_id, wc_op, wr.signaled, 0, static_cast<std::uint32_t>(total), SglRef{}, read, false, false});
+    const WcOpcode wc_op = read                                      ? WcOpcode::rdma_read
+                           : wr.opcode == SendOpcode::rdma_write     ? WcOpcode::rdma_write
+                           : wr.opcode == SendOpcode::rdma_write_imm ? WcOpcode::rdma_write_imm
+                           : wr.opcode == SendOpcode::cmp_swap       ? WcOpcode::cmp_swap
+                           : wr.opcode == SendOpcode::fetch_add      ? WcOpcode::fetch_add
+                                                                     : WcOpcode::send;
+    SendWqe& wqe = qp->sq.emplace_back(SendWqe{wr.wr_id, wc_op, wr.signaled, 0, static_cast<std::uint32_t>(total),
+                                               SglRef{}, is_read_like(wr.opcode), false, false});
     WaitingWr w{wr.opcode,
                 ctx_.sgl_pool.make(wr.sgl),
                 wr.rkey,
@@ -421,7 +436,10 @@ class DeviceImpl final : public Device {
                 total,
                 wr.fence,
                 sink_access,
-                &wqe};
+                &wqe,
+                wr.imm,
+                wr.compare_add,
+                wr.swap};
     if (qp->sq_wait.empty() && can_issue(*qp, w)) {
       qp->transport->issue(*qp, w);
       qp->transport->kick(*qp);

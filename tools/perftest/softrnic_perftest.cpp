@@ -1,9 +1,10 @@
-// softrnic_perftest: perftest's `-R` (rdma_cm) exchange, spoken through softrnic's own RNIC API
-// over iWARP/MPA/TCP, so that unmodified perftest 4.5-0.17 tools (ib_send_lat, ib_write_bw,
-// ib_read_bw) on Linux siw can be its peer in either role.
+// softrnic_perftest: perftest's exchanges, spoken through softrnic's own RNIC API, so that
+// unmodified perftest 4.5-0.17 tools (ib_send_lat, ib_write_bw, ib_read_bw) can be its peer in
+// either role: with `-R` (rdma_cm) over iWARP/MPA/TCP against Linux siw, and without `-R` (the
+// out-of-band TCP exchange, --roce) over RoCEv2 against Linux rxe.
 //
-// The exchange (perftest's perftest_communication.c, send_lat.c, write_bw.c, read_bw.c), on one
-// TCP port for two rdma_cm connections:
+// The -R exchange (perftest's perftest_communication.c, send_lat.c, write_bw.c, read_bw.c), on
+// one TCP port for two rdma_cm connections:
 //   C1   control ("comm") connection; every exchange Xk on it is one Send client -> server, then
 //        one Send server -> client (at most 56 bytes each; perftest keeps one receive posted)
 //   X1   version "6.06" (16 B)   X2 cycle buffer (BE int)   X3 cache line (BE int)
@@ -15,6 +16,22 @@
 //   report (X11 size, X12 iterations, X13 peak, X14 average, X15 message rate: BE u64 and
 //   byte-swapped doubles), X16 (close)
 // The client closes first; each side waits for the peer to close both connections.
+//
+// The out-of-band exchange (--roce; perftest without -R, -x GID_INDEX on rxe): one TCP connection
+// to the server's port, no control QP. Each exchange Yk: the client write()s its message, the
+// server read()s it and write()s its own of the same size, the client read()s it; perftest
+// takes a short read() as a failure, so each message goes in one write.
+//   Y1   version "6.06" (16 B, NUL-padded)   Y2 cycle buffer (BE int, 4 B)
+//   Y3   cache line (BE int, 4 B)             Y4 MTU: the ibv_mtu enum as "%d" in 2 B ("3\0": 1024)
+//   Y5   dest (108 B): "%04x:%04x:%06x:%06x:%08x:%016llx:" LID:out_reads:QPN:PSN:RKey:VAddr, the 16
+//        GID bytes as "%02x:" each, then "%08x:" SRQN and a NUL; both sides then move their QP
+//        to RTR/RTS with the peer's QPN, PSN and GID (perftest's bw server stops at RTR)
+//   Y6, Y7 the same dests again
+//   send_lat: Y8 (receives posted), Send ping-pong, Y9 (close)
+//   write_bw / read_bw: the client Writes / Reads the server's buffer, Y8, the client's report
+//   (Y9 size, Y10 iterations: BE u64; Y11 peak, Y12 average, Y13 message rate: byte-swapped
+//   doubles), Y14 (close)
+// then each side write()s "done\0" (5 B), which perftest never reads, and closes.
 //
 // Data checks (perftest itself checks no payload):
 //   send_lat: every message received is exactly S bytes, is not the fill the receive buffer held,
@@ -30,14 +47,25 @@
 //     must bring exactly that pattern back (also with --expect-pattern).
 //   read_bw server: the buffer served (softrnic's pattern) is unchanged, the data QP sent frames.
 //
+// Over RoCEv2 perftest's buffers allow no remote access beyond the test's (write_bw: REMOTE_WRITE,
+// read_bw: REMOTE_READ) and hold rand() bytes: --prime-remote fails against them, and the read_bw
+// client checks the S bytes, the fill replaced and identical data per source offset.
+//
 //   softrnic_perftest send_lat|write_bw|read_bw -s -a 10.99.0.1 [-p 18515] [-n N] [-S SIZE]
 //   softrnic_perftest send_lat|write_bw|read_bw -c 10.99.0.2 --local 10.99.0.1 [...]
+//   softrnic_perftest send_lat|write_bw|read_bw --roce [-m 1024] -s -a 10.99.1.1 | -c 10.99.1.2 --local 10.99.1.1
 // Exit status 0 when the exchange completed and the data checks passed.
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -68,7 +96,8 @@ constexpr std::uint32_t kCycleBuffer = 4096;  // perftest's cycle_buffer: the pa
 constexpr std::uint32_t kCacheLine = 64;
 constexpr std::size_t kDestSize = 56;  // sizeof(struct pingpong_dest) on x86-64
 constexpr std::size_t kVersionSize = 16;
-constexpr std::uint32_t kCommSlots = 4;  // comm receives kept posted
+constexpr std::size_t kKeyMsgSizeGid = 108;  // perftest's KEY_MSG_SIZE_GID: the text dest with the GID
+constexpr std::uint32_t kCommSlots = 4;      // comm receives kept posted
 constexpr std::uint32_t kCommSlotSize = 64;
 constexpr std::uint8_t kFill = 0xA5;  // what receive buffers and written-to regions hold before
 constexpr std::size_t kGuard = 4096;  // around the advertised region: must stay the fill
@@ -88,6 +117,8 @@ struct Options {
   double peer_close = -1;       // s: waiting for the peer to close (default: server 30, client 15)
   bool expect_pattern = false, prime_remote = false, verbose = false;
   MpaConfig mpa;
+  bool roce = false;         // RoCEv2 with perftest's out-of-band TCP exchange (perftest without -R)
+  std::uint32_t mtu = 1024;  // --roce: our path MTU before the exchange takes the smaller one
 };
 
 // perftest's struct pingpong_dest, integers big-endian
@@ -155,6 +186,80 @@ Dest unpack(const std::uint8_t* b) {
   return d;
 }
 
+// perftest's out-of-band dest (KEY_PRINT_FMT_GID), 107 characters and the NUL.
+std::array<std::uint8_t, kKeyMsgSizeGid> pack_text(const Dest& d) {
+  std::array<char, kKeyMsgSizeGid + 8> t{};
+  int n = std::snprintf(t.data(), t.size(), "%04x:%04x:%06x:%06x:%08x:%016llx:", d.lid, d.out_reads, d.qpn, d.psn,
+                        d.rkey, static_cast<unsigned long long>(d.vaddr));
+  for (std::uint8_t g : d.gid) n += std::snprintf(t.data() + n, t.size() - static_cast<std::size_t>(n), "%02x:", g);
+  std::snprintf(t.data() + n, t.size() - static_cast<std::size_t>(n), "%08x:", d.srqn);
+  std::array<std::uint8_t, kKeyMsgSizeGid> b{};
+  std::memcpy(b.data(), t.data(), kKeyMsgSizeGid - 1);
+  return b;
+}
+
+// The peer's text dest: 23 hex fields, each ended by ':' (perftest parses them with strtol).
+bool unpack_text(const std::uint8_t* b, Dest& d, std::string& error) {
+  const std::string t(reinterpret_cast<const char*>(b), strnlen(reinterpret_cast<const char*>(b), kKeyMsgSizeGid));
+  std::vector<std::uint64_t> f;
+  std::size_t pos = 0;
+  while (f.size() < 23) {
+    const std::size_t colon = t.find(':', pos);
+    if (colon == std::string::npos || colon == pos) break;
+    const std::string field = t.substr(pos, colon - pos);
+    if (field.size() > 16 || field.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) break;
+    f.push_back(std::stoull(field, nullptr, 16));
+    pos = colon + 1;
+  }
+  if (f.size() != 23) {
+    error = "cannot parse the peer's address message '" + t + "'";
+    return false;
+  }
+  d.lid = static_cast<std::uint32_t>(f[0]);
+  d.out_reads = static_cast<std::uint32_t>(f[1]);
+  d.qpn = static_cast<std::uint32_t>(f[2]);
+  d.psn = static_cast<std::uint32_t>(f[3]);
+  d.rkey = static_cast<std::uint32_t>(f[4]);
+  d.vaddr = f[5];
+  for (std::size_t i = 0; i < 16; ++i) d.gid[i] = static_cast<std::uint8_t>(f[6 + i]);
+  d.srqn = static_cast<std::uint32_t>(f[22]);
+  return true;
+}
+
+// GID ::ffff:a.b.c.d of an IPv4 address (RoCEv2 over IPv4), and back.
+std::array<std::uint8_t, 16> mapped_gid(std::uint32_t ip) {
+  std::array<std::uint8_t, 16> g{};
+  g[10] = g[11] = 0xff;
+  put32(&g[12], ip);
+  return g;
+}
+bool gid_ipv4(const std::array<std::uint8_t, 16>& g, std::uint32_t& ip) {
+  for (std::size_t i = 0; i < 10; ++i)
+    if (g[i]) return false;
+  if (g[10] != 0xff || g[11] != 0xff) return false;
+  ip = get32(&g[12]);
+  return true;
+}
+std::string gid_string(const std::array<std::uint8_t, 16>& g) {
+  std::string s;
+  char b[4];
+  for (std::size_t i = 0; i < 16; ++i) {
+    std::snprintf(b, sizeof b, i ? ":%02x" : "%02x", g[i]);
+    s += b;
+  }
+  return s;
+}
+
+// ibv_mtu's enum (IBV_MTU_256 = 1 .. IBV_MTU_4096 = 5), what perftest exchanges, and back.
+int mtu_enum(std::uint32_t bytes) {
+  int e = 1;
+  for (std::uint32_t m = 256; m < bytes && e < 5; m <<= 1) ++e;
+  return e;
+}
+std::uint32_t mtu_bytes(int e) {
+  return e >= 1 && e <= 5 ? 128u << e : 0;
+}
+
 // softrnic's payload pattern: byte i of the source buffer
 std::uint8_t pattern(std::size_t i) {
   return static_cast<std::uint8_t>((i * 7 + (i >> 8) * 13 + 0x3c) & 0xff);
@@ -174,7 +279,17 @@ class Perftest {
 
   int run() {
     std::string e;
-    dev_ = tools::open_mpa_device(o_.mpa, o_.server ? o_.listen_addr : o_.local, e);
+    const std::string& ip = o_.server ? o_.listen_addr : o_.local;
+    if (o_.roce) {
+      DeviceConfig cfg;
+      cfg.wire = Wire::roce;
+      cfg.netdev.ip = ip;
+      cfg.netdev.port = 4791;
+      cfg.roce.mtu = o_.mtu;
+      dev_ = Device::open(cfg, e);
+    } else {
+      dev_ = tools::open_mpa_device(o_.mpa, ip, e);
+    }
     if (!dev_) return fail("cannot open the RNIC: " + e);
     if (!setup()) return 1;
     done_ok_ = o_.server ? serve() : drive();
@@ -198,33 +313,39 @@ class Perftest {
     if (o_.tool == Tool::read_bw) window_ = std::min(window_, reads_);
     rx_depth_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(512, iters_));
     pd_ = dev_->alloc_pd();
-    comm_scq_ = dev_->create_cq(64, nullptr);
-    comm_rcq_ = dev_->create_cq(64, nullptr);
     data_scq_ = dev_->create_cq(1024, nullptr);
     data_rcq_ = dev_->create_cq(1024, nullptr);
-    if (!pd_ || !comm_scq_ || !comm_rcq_ || !data_scq_ || !data_rcq_) return fail("cannot create the PD or CQs") == 0;
+    if (!pd_ || !data_scq_ || !data_rcq_) return fail("cannot create the PD or CQs") == 0;
     QpInit ci;
     ci.pd = pd_;
-    ci.send_cq = comm_scq_;
-    ci.recv_cq = comm_rcq_;
     ci.max_send_wr = 4;
     ci.max_recv_wr = kCommSlots;
     ci.max_sge = 1;
     ci.on_event = [this](Qp* q, const CmEvent& ev) { on_event(q, ev); };
-    if (dev_->create_qp(ci, comm_qp_) != Status::ok) return fail("cannot create the control QP") == 0;
+    if (!o_.roce) {  // -R: the control QP (--roce exchanges over a TCP socket instead)
+      comm_scq_ = dev_->create_cq(64, nullptr);
+      comm_rcq_ = dev_->create_cq(64, nullptr);
+      if (!comm_scq_ || !comm_rcq_) return fail("cannot create the control CQs") == 0;
+      ci.send_cq = comm_scq_;
+      ci.recv_cq = comm_rcq_;
+      if (dev_->create_qp(ci, comm_qp_) != Status::ok) return fail("cannot create the control QP") == 0;
+    }
     QpInit di = ci;
     di.send_cq = data_scq_;
     di.recv_cq = data_rcq_;
     di.max_send_wr = 256;
     di.max_recv_wr = 1024;
-    // perftest asks IRD = ORD = out_reads for read_bw only (0 otherwise)
-    di.ord = di.ird = o_.tool == Tool::read_bw ? (o_.server ? max_rd : reads_) : 0;
+    // perftest asks IRD = ORD = out_reads for read_bw only (0 otherwise); over RoCEv2 they are set
+    // at roce_connect with what the exchange told
+    di.ord = di.ird = o_.tool == Tool::read_bw && !o_.roce ? (o_.server ? max_rd : reads_) : 0;
     if (dev_->create_qp(di, data_qp_) != Status::ok) return fail("cannot create the data QP") == 0;
 
-    comm_mem_.assign((kCommSlots + 1) * kCommSlotSize, 0);
-    if (dev_->reg_mr(pd_, comm_mem_.data(), comm_mem_.size(), Access::local_write, comm_mr_) != Status::ok)
-      return fail("cannot register the control buffer") == 0;
-    comm_stag_ = dev_->query_mr(comm_mr_).stag;
+    if (!o_.roce) {
+      comm_mem_.assign((kCommSlots + 1) * kCommSlotSize, 0);
+      if (dev_->reg_mr(pd_, comm_mem_.data(), comm_mem_.size(), Access::local_write, comm_mr_) != Status::ok)
+        return fail("cannot register the control buffer") == 0;
+      comm_stag_ = dev_->query_mr(comm_mr_).stag;
+    }
 
     // The data buffer: [guard][advertised region R][guard][local area R][receive slots]. R is
     // perftest's BUFF_SIZE: max(S, cycle buffer); the cycle buffer may still grow in X2 (a peer
@@ -246,6 +367,14 @@ class Perftest {
     my_.psn = rng() & 0xffffff;
     my_.rkey = data_stag_;
     my_.vaddr = addr_of(remote());
+    if (o_.roce) {  // the QP's own number, first PSN and address (GID ::ffff:IPv4)
+      RoceEndpoint me;
+      if (dev_->roce_local(data_qp_, me) != Status::ok) return fail("cannot read the QP's RoCEv2 endpoint") == 0;
+      my_.qpn = me.qpn;
+      my_.psn = me.psn;
+      my_.gid = mapped_gid(me.addr.ip);
+      my_.out_reads = o_.tool == Tool::read_bw ? reads_ : 1;  // (perftest: 1 but for read_bw)
+    }
     return true;
   }
 
@@ -292,12 +421,21 @@ class Perftest {
     return std::chrono::milliseconds(static_cast<std::int64_t>(o_.step_timeout * 1000));
   }
 
+  // Nothing on a CQ yet: over RoCEv2 the poller drives the engine itself (as perftest spins on
+  // its CQ while rxe runs in softirq; no thread hand-off per message), else it sleeps `d`.
+  void idle(std::chrono::microseconds d) {
+    if (o_.roce)
+      dev_->progress();
+    else
+      std::this_thread::sleep_for(d);
+  }
+
   bool poll(Cq* cq, Wc& wc, const char* what) {
     const auto end = Clock::now() + step();
     for (;;) {
       if (dev_->poll_cq(cq, {&wc, 1}) == 1) return true;
       if (Clock::now() >= end) break;
-      std::this_thread::sleep_for(20us);
+      idle(20us);
     }
     fail(std::string("timed out waiting for ") + what);
     return false;
@@ -343,19 +481,172 @@ class Perftest {
   }
 
   // One exchange: the client sends first, the server receives first (perftest's ctx_xchg_data).
+  // (--roce: over the TCP socket, perftest's ctx_xchg_data_ethernet)
   bool xchg(const std::uint8_t* out, std::uint8_t* in, std::size_t n) {
     ++xk_;
-    if (o_.verbose) std::printf("softrnic_perftest: X%d (%zu bytes)\n", xk_, n);
+    if (o_.verbose) std::printf("softrnic_perftest: %c%d (%zu bytes)\n", o_.roce ? 'Y' : 'X', xk_, n);
+    if (o_.roce) {
+      if (!o_.server) return sock_send(out, n) && sock_recv(in, n);
+      return sock_recv(in, n) && sock_send(out, n);
+    }
     if (!o_.server) return comm_send(out, n) && comm_recv(in, n);
     return comm_recv(in, n) && comm_send(out, n);
   }
 
   bool xchg_dest(bool real) {
+    if (o_.roce) {  // perftest's ctx_hand_shake over the socket: the text dest with the GID
+      const auto out = pack_text(my_);
+      std::array<std::uint8_t, kKeyMsgSizeGid> in{};
+      if (!xchg(out.data(), in.data(), in.size())) return false;
+      std::string e;
+      if (!unpack_text(in.data(), rem_, e)) return fail("exchange Y" + std::to_string(xk_) + ": " + e) == 0;
+      return true;
+    }
     const auto out = real ? pack(my_) : std::array<std::uint8_t, kDestSize>{};
     std::array<std::uint8_t, kDestSize> in{};
     if (!xchg(out.data(), in.data(), kDestSize)) return false;
     rem_ = unpack(in.data());
     return true;
+  }
+
+  // ---- the out-of-band TCP connection (--roce) -------------------------------------------
+
+  // Waits until the socket is readable (or writable); false after the step timeout.
+  bool sock_wait(short events, std::chrono::milliseconds t) {
+    pollfd p{sock_, events, 0};
+    const auto end = Clock::now() + t;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
+      if (left.count() <= 0) return false;
+      const int r = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1000)));
+      if (r > 0) return true;
+      if (r < 0 && errno != EINTR) return false;
+    }
+  }
+
+  // One message in one send (perftest read()s each message whole, a short read fails it).
+  bool sock_send(const std::uint8_t* p, std::size_t n) {
+    std::size_t done = 0;
+    while (done < n) {
+      if (!sock_wait(POLLOUT, step()))
+        return fail("exchange Y" + std::to_string(xk_) + ": the socket takes nothing") == 0;
+      const ssize_t r = ::send(sock_, p + done, n - done, MSG_NOSIGNAL);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return fail("exchange Y" + std::to_string(xk_) + ": send: " + std::string(std::strerror(errno))) == 0;
+      done += static_cast<std::size_t>(r);
+    }
+    return true;
+  }
+
+  bool sock_recv(std::uint8_t* p, std::size_t n) {
+    std::size_t done = 0;
+    while (done < n) {
+      if (!sock_wait(POLLIN, step()))
+        return fail("exchange Y" + std::to_string(xk_) + ": timed out waiting for the peer's " + std::to_string(n) +
+                    "-byte message") == 0;
+      const ssize_t r = ::recv(sock_, p + done, n - done, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0)
+        return fail("exchange Y" + std::to_string(xk_) + ": the peer closed the connection after " +
+                    std::to_string(done) + " of " + std::to_string(n) + " bytes") == 0;
+      if (r < 0) return fail("exchange Y" + std::to_string(xk_) + ": recv: " + std::string(std::strerror(errno))) == 0;
+      done += static_cast<std::size_t>(r);
+    }
+    return true;
+  }
+
+  static void set_nodelay(int fd) {
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+
+  // Server: listen on the address and port, print the ready line, take one connection.
+  bool tcp_accept() {
+    std::uint32_t ip = 0;
+    if (!netdev::parse_ipv4(o_.listen_addr, ip)) return fail("bad address " + o_.listen_addr) == 0;
+    const int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (ls < 0) return fail("socket: " + std::string(std::strerror(errno))) == 0;
+    const int one = 1;
+    ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(o_.port);
+    sa.sin_addr.s_addr = htonl(ip);
+    if (::bind(ls, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(ls, 1) != 0) {
+      const std::string why = std::strerror(errno);
+      ::close(ls);
+      return fail("cannot listen on TCP " + o_.listen_addr + ":" + std::to_string(o_.port) + ": " + why) == 0;
+    }
+    std::printf("softrnic_perftest: %s server listening on %s:%u (RoCEv2 QPN 0x%06x, out-of-band TCP exchange)\n",
+                o_.tool_name.c_str(), o_.listen_addr.c_str(), o_.port, my_.qpn);
+    std::fflush(stdout);
+    pollfd p{ls, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(o_.accept_timeout * 1000));
+    if (r > 0) sock_ = ::accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
+    ::close(ls);
+    if (sock_ < 0) return fail(r > 0 ? "accept: " + std::string(std::strerror(errno)) : "no client connected") == 0;
+    set_nodelay(sock_);
+    return true;
+  }
+
+  // Client: connect from our address, retrying while the server does not listen yet.
+  bool tcp_connect() {
+    std::uint32_t ip = 0, lip = 0;
+    if (!netdev::parse_ipv4(o_.server_addr, ip)) return fail("bad address " + o_.server_addr) == 0;
+    if (!netdev::parse_ipv4(o_.local, lip)) return fail("bad address " + o_.local) == 0;
+    const auto end = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(o_.connect_retry * 1000));
+    for (int tries = 1;; ++tries) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return fail("socket: " + std::string(std::strerror(errno))) == 0;
+      sockaddr_in la{};
+      la.sin_family = AF_INET;
+      la.sin_addr.s_addr = htonl(lip);
+      sockaddr_in sa{};
+      sa.sin_family = AF_INET;
+      sa.sin_port = htons(o_.port);
+      sa.sin_addr.s_addr = htonl(ip);
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&la), sizeof la) != 0) {
+        const std::string why = std::strerror(errno);
+        ::close(fd);
+        return fail("cannot bind the exchange's socket to " + o_.local + ": " + why) == 0;
+      }
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+        sock_ = fd;
+        set_nodelay(sock_);
+        if (o_.verbose || tries > 1)
+          std::printf("softrnic_perftest: connected to %s:%u (try %d)\n", o_.server_addr.c_str(), o_.port, tries);
+        return true;
+      }
+      const int err = errno;
+      ::close(fd);
+      if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH) || Clock::now() >= end)
+        return fail("Couldn't connect to " + o_.server_addr + ":" + std::to_string(o_.port) + ": " +
+                    std::strerror(err) + " (try " + std::to_string(tries) + ")") == 0;
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
+  // perftest's ctx_close_connection ends with "done" (with its NUL) and close(); it never reads
+  // the peer's. We take the peer's (a close with unread data would be a reset) and close.
+  void tcp_close() {
+    if (sock_ < 0) return;
+    static constexpr char kDone[] = "done";
+    ::send(sock_, kDone, sizeof kDone, MSG_NOSIGNAL);
+    std::array<char, sizeof kDone> in{};
+    std::size_t got = 0;
+    const auto end = Clock::now() + 3s;
+    pollfd p{sock_, POLLIN, 0};
+    while (got < in.size() && Clock::now() < end && ::poll(&p, 1, 200) >= 0) {
+      if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t r = ::recv(sock_, in.data() + got, in.size() - got, 0);
+      if (r <= 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    if (o_.verbose)
+      std::printf("softrnic_perftest: the peer's closing message: %s\n",
+                  got == in.size() && std::memcmp(in.data(), kDone, sizeof kDone) == 0 ? "\"done\"" : "(none)");
+    ::close(sock_);
+    sock_ = -1;
   }
 
   void print_dests() {
@@ -365,6 +656,7 @@ class Perftest {
       if (rdma) std::printf(" RKey 0x%08x VAddr 0x%016llx", d.rkey, static_cast<unsigned long long>(d.vaddr));
       if (o_.tool == Tool::read_bw) std::printf(" OUT 0x%02x", d.out_reads);
       std::printf("\n");
+      if (o_.roce) std::printf(" GID: %s\n", gid_string(d.gid).c_str());
     };
     line("local", my_);
     line("remote", rem_);
@@ -372,7 +664,10 @@ class Perftest {
   }
 
   // X1..X5: version, cycle buffer, cache line, MTU, zero dest
-  bool prefix() {
+  bool prefix() { return prefix_common() && xchg_dest(false); }  // X5: sync before the data connection
+
+  // X1..X4 (Y1..Y4): version, cycle buffer, cache line, MTU
+  bool prefix_common() {
     std::array<std::uint8_t, kVersionSize> ver{}, rver{};
     std::memcpy(ver.data(), "6.06", 4);
     if (!xchg(ver.data(), rver.data(), ver.size())) return false;
@@ -388,13 +683,19 @@ class Perftest {
     if (!xchg(i32.data(), r32.data(), 4)) return false;
     cache_line_ = std::max(kCacheLine, get32(r32.data()));
     if (cache_line_ == 0 || cache_line_ > cycle_) return fail("bad cache line size") == 0;
-    const std::array<std::uint8_t, 2> mtu{'3', 0};
+    // the ibv_mtu enum as "%d" in 2 bytes (perftest >= 5.31); the path MTU is the smaller one
+    const int my_mtu = o_.roce ? mtu_enum(o_.mtu) : 3;
+    const std::array<std::uint8_t, 2> mtu{static_cast<std::uint8_t>('0' + my_mtu), 0};
     std::array<std::uint8_t, 2> rmtu{};
     if (!xchg(mtu.data(), rmtu.data(), 2)) return false;
-    std::printf("softrnic_perftest: peer version %s, cycle buffer %u, cache line %u, peer MTU enum %c\n", rv.c_str(),
+    const int peer_mtu = rmtu[0] >= '1' && rmtu[0] <= '5' && rmtu[1] == 0 ? rmtu[0] - '0' : 0;
+    path_mtu_ = mtu_bytes(peer_mtu && peer_mtu < my_mtu ? peer_mtu : my_mtu);
+    std::printf("softrnic_perftest: peer version %s, cycle buffer %u, cache line %u, peer MTU enum %c", rv.c_str(),
                 cycle_, cache_line_, rmtu[0]);
+    if (o_.roce) std::printf(", path MTU %u", path_mtu_);
+    std::printf("\n");
     std::fflush(stdout);
-    return xchg_dest(false);  // X5: sync before the data connection
+    return true;
   }
 
   // ---- connections --------------------------------------------------------------------------
@@ -490,6 +791,7 @@ class Perftest {
   // ---- the roles ----------------------------------------------------------------------------
 
   bool serve() {
+    if (o_.roce) return tcp_accept() && session_roce();
     // One listener for both connections, up the whole time.
     if (dev_->listen(o_.port, [this](ConnRequest* r, const ConnRequestInfo& info) {
           std::lock_guard lk(mu_);
@@ -521,6 +823,7 @@ class Perftest {
   }
 
   bool drive() {
+    if (o_.roce) return tcp_connect() && session_roce();
     if (!connect_retry(comm_qp_, "control", true) || !prefix()) return false;
     if (!connect_retry(data_qp_, "data", false)) return false;
     if (!xchg_dest(false) || !xchg_dest(true) || !xchg_dest(true) || !xchg_dest(true)) return false;  // X6..X9
@@ -537,6 +840,60 @@ class Perftest {
     Report theirs{};
     if (!xchg_report(mine, theirs)) return false;
     return xchg_dest(true);  // X16
+  }
+
+  // --roce, both roles on the connected socket: Y1..Y4, Y5 (then RTR/RTS), Y6, Y7, the test.
+  bool session_roce() {
+    if (!prefix_common()) return false;
+    post_data_recvs();                   // (an idle QP takes receives: they are up before the peer can Send)
+    if (!xchg_dest(true)) return false;  // Y5
+    if (!roce_connect()) return false;
+    if (!xchg_dest(true) || !xchg_dest(true)) return false;  // Y6, Y7
+    print_dests();
+    bool ok = false;
+    if (o_.tool == Tool::send_lat) {
+      ok = xchg_dest(true) && pingpong() && xchg_dest(true);  // Y8: receives posted; Y9
+    } else if (o_.server) {
+      Report mine{}, theirs{};
+      ok = xchg_dest(true) && xchg_report(mine, theirs);  // Y8: the client is done; Y9..Y13
+      if (ok) print_bw(theirs);                           // as perftest's server: the client's figures
+      ok = ok && xchg_dest(true);                         // Y14
+    } else {
+      Report mine{}, theirs{};
+      ok = o_.tool == Tool::write_bw ? run_writes(mine) : run_reads(mine);
+      ok = ok && xchg_dest(true);  // Y8
+      if (ok) print_bw(mine);
+      ok = ok && xchg_report(mine, theirs) && xchg_dest(true);  // Y9..Y13, Y14
+    }
+    if (ok) tcp_close();
+    return ok;
+  }
+
+  // The QP to RTS with the peer's QPN, PSN and GID (perftest's ctx_connect). Its out_reads is
+  // what it accepts (its max_dest_rd_atomic) and ours what we accept: our ORD is the smaller of
+  // ours and its.
+  bool roce_connect() {
+    RoceEndpoint peer;
+    if (!gid_ipv4(rem_.gid, peer.addr.ip))
+      return fail("the peer's GID " + gid_string(rem_.gid) +
+                  " is not IPv4-mapped (give perftest -x with its RoCEv2 IPv4 GID's index)") == 0;
+    peer.qpn = rem_.qpn & 0xffffff;
+    peer.psn = rem_.psn & 0xffffff;
+    peer.mtu = path_mtu_;
+    const std::uint32_t max_rd = dev_->limits().max_rd;
+    const std::uint32_t ird = std::min(my_.out_reads, max_rd);
+    const std::uint32_t ord = std::min({my_.out_reads, rem_.out_reads, max_rd});
+    if (const Status st = dev_->roce_connect(data_qp_, peer, ord, ird); st != Status::ok)
+      return fail("cannot connect the data QP to QPN 0x" + std::to_string(peer.qpn) + ": " +
+                  std::string(to_string(st))) == 0;
+    if (o_.tool == Tool::read_bw) {
+      if (ord == 0) return fail("the peer takes no RDMA Read (its out_reads is 0)") == 0;
+      window_ = std::min(window_, ord);
+    }
+    if (o_.verbose)
+      std::printf("softrnic_perftest: data QP 0x%06x -> %s QPN 0x%06x, path MTU %u, ORD %u, IRD %u\n", my_.qpn,
+                  netdev::to_string(NetAddr{peer.addr.ip, 0}).c_str(), peer.qpn, path_mtu_, ord, ird);
+    return true;
   }
 
   // ---- send_lat ------------------------------------------------------------------------------
@@ -693,7 +1050,7 @@ class Perftest {
       Wc wc;
       if (dev_->poll_cq(data_scq_, {&wc, 1}) == 0) {
         if (Clock::now() >= deadline) return fail("timed out waiting for a completion") == 0;
-        std::this_thread::sleep_for(10us);
+        idle(10us);
         continue;
       }
       deadline = end_of();
@@ -771,6 +1128,13 @@ class Perftest {
   // Send nothing more; wait for the peer to close both connections (perftest closes first in
   // both roles; closing under siw's last Send can fail it), then close what is left.
   void teardown() {
+    if (o_.roce) {  // no connection events: the exchange's end was the end
+      if (sock_ >= 0) ::close(sock_);
+      sock_ = -1;
+      if (o_.server && o_.tool == Tool::write_bw && done_ok_) check_written();
+      if (o_.server && o_.tool == Tool::read_bw && done_ok_) check_served();
+      return;
+    }
     const double pc = o_.peer_close >= 0 ? o_.peer_close : (o_.server ? 30 : 15);
     const auto end = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(pc * 1000));
     // (the device lock is taken before ours in callbacks: ask the device before locking)
@@ -862,6 +1226,8 @@ class Perftest {
   std::uint64_t iters_ = 0, recvs_posted_ = 0;
   std::uint32_t size_ = 0, reads_ = 0, window_ = 0, rx_depth_ = 0;
   std::uint32_t cycle_ = kCycleBuffer, cache_line_ = kCacheLine;
+  std::uint32_t path_mtu_ = 0;  // --roce: the smaller of ours and the peer's
+  int sock_ = -1;               // --roce: the exchange's TCP connection
   Dest my_, rem_;
   int xk_ = 0;
   bool listening_ = false, done_ok_ = false, verdict_ok_ = true;
@@ -880,7 +1246,8 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "softrnic_perftest: perftest's -R (rdma_cm) exchange over softrnic's iWARP/MPA/TCP (peer: ib_send_lat, "
-      "ib_write_bw, ib_read_bw -R on siw)"};
+      "ib_write_bw, ib_read_bw -R on siw), or with --roce its out-of-band TCP exchange over RoCEv2 (peer: the same "
+      "tools without -R on rxe)"};
   app.add_option("tool", o.tool_name, "send_lat, write_bw or read_bw")
       ->required()
       ->check(CLI::IsMember({"send_lat", "write_bw", "read_bw"}));
@@ -888,7 +1255,8 @@ int main(int argc, char** argv) {
   app.add_option("-c,--client", o.server_addr, "client: the server's address");
   app.add_option("-a", o.listen_addr, "server: the address to listen on (default 127.0.0.1)");
   app.add_option("--local", o.local, "client: the local address (default 127.0.0.1)");
-  app.add_option("-p,--port", o.port, "port (rdma_cm's = TCP over iWARP; perftest's default 18515)");
+  app.add_option("-p,--port", o.port,
+                 "port (rdma_cm's = TCP over iWARP; --roce: the exchange's TCP port; perftest's default 18515)");
   app.add_option("-n,--iters", o.iters, "iterations (default as perftest: 1000, write_bw 5000)");
   app.add_option("-S,--size", o.size, "message size (default as perftest: send_lat 2, bw 65536)")
       ->check(CLI::Range(1u, 1u << 24));
@@ -903,6 +1271,11 @@ int main(int argc, char** argv) {
                "the peer is softrnic_perftest: received data must be softrnic's pattern");
   app.add_flag("--prime-remote", o.prime_remote,
                "read_bw client: RDMA Write softrnic's pattern into the peer's buffer first, check every Read");
+  app.add_flag("--roce", o.roce,
+               "RoCEv2 (UDP 4791 on the -a / --local address) with perftest's out-of-band TCP exchange (peer: "
+               "perftest without -R, with -x GID_INDEX, on rxe)");
+  app.add_option("-m,--mtu", o.mtu, "--roce: our path MTU (the exchange takes the smaller of both sides')")
+      ->check(CLI::IsMember({256u, 512u, 1024u, 2048u, 4096u}));
   app.add_flag("-v,--verbose", o.verbose, "print each exchange");
   tools::MpaOptions mpa;
   mpa.add_to(app);

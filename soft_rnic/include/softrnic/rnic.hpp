@@ -43,6 +43,7 @@ enum class Access : std::uint32_t {
   local_write = 2,
   remote_read = 4,
   remote_write = 8,
+  remote_atomic = 16,  // RoCE: the peer's CmpSwap and FetchAdd
 };
 constexpr Access operator|(Access a, Access b) {
   return static_cast<Access>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
@@ -89,10 +90,10 @@ struct MpaConfig {
 // RoCEv2 (wire roce): the RC QP attributes ibv_modify_qp would set (rdma_cm's and
 // ibv_rc_pingpong's defaults).
 struct RoceConfig {
-  std::uint32_t mtu = 0;          // path MTU, 256..4096; 0: the largest the link carries (1024 on 1500-byte Ethernet)
-  std::uint8_t timeout = 14;      // local ACK timeout: 4.096 us * 2^timeout (14: 67 ms)
-  std::uint8_t retry_cnt = 7;     // retransmissions after a timeout or a NAK before the QP fails
-  std::uint8_t rnr_retry = 7;     // retries after an RNR NAK (7: without limit)
+  std::uint32_t mtu = 0;            // path MTU, 256..4096; 0: the largest the link carries (1024 on 1500-byte Ethernet)
+  std::uint8_t timeout = 14;        // local ACK timeout: 4.096 us * 2^timeout (14: 67 ms)
+  std::uint8_t retry_cnt = 7;       // retransmissions after a timeout or a NAK before the QP fails
+  std::uint8_t rnr_retry = 7;       // retries after an RNR NAK (7: without limit)
   std::uint8_t min_rnr_timer = 12;  // the RNR NAK we send asks the peer to wait this long (12: 0.64 ms)
   friend bool operator==(const RoceConfig&, const RoceConfig&) = default;
 };
@@ -133,7 +134,19 @@ struct Sge {
   std::uint32_t length = 0;
 };
 
-enum class WcOpcode : std::uint8_t { send, rdma_write, rdma_read, recv, bind };
+// rdma_write_imm: our RDMA Write with Immediate; recv_rdma_imm: a receive the peer's Write with
+// Immediate consumed (byte_len: the Write's length; the data went where the Write said).
+enum class WcOpcode : std::uint8_t {
+  send,
+  rdma_write,
+  rdma_read,
+  recv,
+  bind,
+  rdma_write_imm,
+  recv_rdma_imm,
+  cmp_swap,
+  fetch_add
+};
 enum class WcStatus : std::uint8_t {
   success,
   flushed,
@@ -156,11 +169,26 @@ struct Wc {
   void* qp_context = nullptr;
   Srq* srq = nullptr;                  // the buffer came from this SRQ (the consumer reports reaping it)
   std::uint32_t invalidated_stag = 0;  // recv of a Send with Invalidate: the window it invalidated
+  bool with_imm = false;               // recv: the message carried immediate data
+  std::uint32_t imm = 0;               // its 4 bytes as they came (network order, opaque)
 };
 
 // rdma_read: sgl (one SGE) is the local sink, rkey/remote_addr the remote source.
 // send_invalidate: the peer invalidates the memory window `invalidate_stag` names.
-enum class SendOpcode : std::uint8_t { send, send_solicited, rdma_write, rdma_read, send_invalidate };
+// RoCE only: send_imm and rdma_write_imm carry `imm` to the peer's receive; cmp_swap and
+// fetch_add act on 8 aligned bytes at remote_addr (rkey with remote_atomic) and return the value
+// they found into the one 8-byte SGE.
+enum class SendOpcode : std::uint8_t {
+  send,
+  send_solicited,
+  rdma_write,
+  rdma_read,
+  send_invalidate,
+  send_imm,
+  rdma_write_imm,
+  cmp_swap,
+  fetch_add
+};
 struct SendWr {
   std::uint64_t wr_id = 0;
   SendOpcode opcode = SendOpcode::send;
@@ -174,6 +202,9 @@ struct SendWr {
   // rdma_read into a memory window (dat_ep_post_rdma_read_to_rmr): the sink SGE's lkey is the
   // window's STag, which must grant remote write (iWARP places Read Responses as tagged data).
   bool sink_is_window = false;
+  std::uint32_t imm = 0;          // send_imm, rdma_write_imm: 4 opaque bytes (network order)
+  std::uint64_t compare_add = 0;  // cmp_swap: the value compared; fetch_add: the value added
+  std::uint64_t swap = 0;         // cmp_swap: the value stored when equal
 };
 struct RecvWr {
   std::uint64_t wr_id = 0;
@@ -251,10 +282,10 @@ struct RecvCounts {
 // (ibv_rc_pingpong, perftest without -R): each side tells the other its address, QP number and
 // first PSN, and moves its QP to RTS with the other's (roce_connect).
 struct RoceEndpoint {
-  NetAddr addr;            // the IPv4 address (its GID ::ffff:a.b.c.d); port 0: the RoCEv2 port everyone uses (4791)
-  std::uint32_t qpn = 0;   // 24 bits
-  std::uint32_t psn = 0;   // the first PSN this side sends (24 bits)
-  std::uint32_t mtu = 0;   // path MTU in bytes (0: ours)
+  NetAddr addr;           // the IPv4 address (its GID ::ffff:a.b.c.d); port 0: the RoCEv2 port everyone uses (4791)
+  std::uint32_t qpn = 0;  // 24 bits
+  std::uint32_t psn = 0;  // the first PSN this side sends (24 bits)
+  std::uint32_t mtu = 0;  // path MTU in bytes (0: ours)
 };
 
 struct MrInfo {
