@@ -202,6 +202,7 @@ class DpdkNetdev final : public Netdev {
     const DpdkConfig& d = cfg.dpdk;
     parse_ipv4(cfg.ip, ip_);
     udp_port_ = cfg.port;
+    id_zero_ = cfg.dont_fragment;
     mtu_ = d.mtu;
     max_dgram_ = cfg.max_datagram ? cfg.max_datagram : d.mtu - 28;
     check_udp_ = d.check_udp_checksum;
@@ -738,7 +739,8 @@ class DpdkNetdev final : public Netdev {
     }
     if (flen > eth::kUdpHeaders + len) std::memset(q, 0, flen - eth::kUdpHeaders - len);
     const eth::UdpFrameAddrs a{mac_, dst_mac, {ip_, udp_port_}, to};
-    eth::write_udp_headers(p, a, ip_id_++, {std::span<const std::uint8_t>(p + eth::kUdpHeaders, len)});
+    // (RoCEv2: IP ID 0, as a kernel socket sends DF datagrams: the ICRC covers it.)
+    eth::write_udp_headers(p, a, id_zero_ ? 0 : ip_id_++, {std::span<const std::uint8_t>(p + eth::kUdpHeaders, len)});
     m->hash.usr = static_cast<std::uint32_t>(len);
     if (pcap_) pcap_->write(std::span<const std::uint8_t>(p, flen));
     return m;
@@ -946,6 +948,7 @@ class DpdkNetdev final : public Netdev {
   rte_mbuf* stash_[kBurst] = {};
   std::uint16_t stash_n_ = 0, stash_pos_ = 0;
   std::uint16_t ip_id_ = 1;
+  bool id_zero_ = false;  // NetdevConfig::dont_fragment: every datagram with IP ID 0
   std::unordered_map<std::uint32_t, Neigh> neigh_;
   std::unordered_map<std::uint32_t, Pending> pending_;
   std::vector<std::uint8_t> scratch_;

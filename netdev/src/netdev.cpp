@@ -155,7 +155,7 @@ std::unique_ptr<Netdev> make_netdev(const NetdevConfig& config, std::string& err
     error = "netdev: unknown kind '" + cfg.kind + "' (known: udp, loopback, dpdk)";
     return nullptr;
   }
-  if (nd && !cfg.pcap.empty()) nd = make_pcap_tap(std::move(nd), cfg.pcap, error);
+  if (nd && !cfg.pcap.empty()) nd = make_pcap_tap(std::move(nd), cfg.pcap, error, cfg.dont_fragment);
   if (nd && cfg.impair.active()) nd = make_impaired(std::move(nd), cfg.impair);
   return nd;
 }

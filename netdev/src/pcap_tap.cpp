@@ -78,8 +78,8 @@ namespace {
 
 class PcapTapNetdev final : public Netdev {
  public:
-  PcapTapNetdev(std::unique_ptr<Netdev> inner, std::unique_ptr<PcapWriter> w)
-      : inner_(std::move(inner)), w_(std::move(w)) {}
+  PcapTapNetdev(std::unique_ptr<Netdev> inner, std::unique_ptr<PcapWriter> w, bool id_zero)
+      : inner_(std::move(inner)), w_(std::move(w)), id_zero_(id_zero) {}
 
   NetAddr local_addr() const override { return inner_->local_addr(); }
   std::size_t max_datagram() const override { return inner_->max_datagram(); }
@@ -113,7 +113,10 @@ class PcapTapNetdev final : public Netdev {
   void record(NetAddr from, NetAddr to, std::initializer_list<std::span<const std::uint8_t>> payload) {
     std::uint8_t hdr[eth::kUdpHeaders];
     const eth::UdpFrameAddrs a{eth::mac_from_ip(from.ip), eth::mac_from_ip(to.ip), from, to};
-    eth::write_udp_headers(hdr, a, static_cast<std::uint16_t>(ip_id_.fetch_add(1, std::memory_order_relaxed)), payload);
+    // (DF datagrams: IP ID 0, as the kernel and the dpdk netdev send them; RoCEv2's ICRC covers it.)
+    const auto id =
+        id_zero_ ? std::uint16_t{0} : static_cast<std::uint16_t>(ip_id_.fetch_add(1, std::memory_order_relaxed));
+    eth::write_udp_headers(hdr, a, id, payload);
     std::span<const std::uint8_t> p[3];
     std::size_t k = 0;
     for (auto s : payload) p[k++] = s;
@@ -126,14 +129,16 @@ class PcapTapNetdev final : public Netdev {
   std::unique_ptr<Netdev> inner_;
   std::unique_ptr<PcapWriter> w_;
   std::atomic<std::uint32_t> ip_id_{1};
+  bool id_zero_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<Netdev> make_pcap_tap(std::unique_ptr<Netdev> inner, const std::string& path, std::string& error) {
+std::unique_ptr<Netdev> make_pcap_tap(std::unique_ptr<Netdev> inner, const std::string& path, std::string& error,
+                                      bool id_zero) {
   auto w = PcapWriter::open(path, error);
   if (!w) return nullptr;
-  return std::make_unique<PcapTapNetdev>(std::move(inner), std::move(w));
+  return std::make_unique<PcapTapNetdev>(std::move(inner), std::move(w), id_zero);
 }
 
 }  // namespace softrnic::netdev

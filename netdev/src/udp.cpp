@@ -128,6 +128,8 @@ class UdpNetdev final : public Netdev {
         error = std::string("udp netdev: IP_MTU_DISCOVER: ") + std::strerror(errno);
         return false;
       }
+      // RoCEv2 sends UDP checksum 0 over IPv4 (its ICRC covers the packet), as rxe and RoCE NICs do.
+      ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
     }
     socket_buffer_ = want;
     poll_fds_.assign({fd});

@@ -304,7 +304,9 @@ std::unique_ptr<HoldingNetdev> make_holding(std::unique_ptr<Netdev> inner,
 
 // Wraps `inner` in a pcap tap that writes every datagram sent and received to `path`
 // (LINKTYPE_ETHERNET, synthesized Ethernet/IPv4/UDP headers). nullptr with `error`.
-std::unique_ptr<Netdev> make_pcap_tap(std::unique_ptr<Netdev> inner, const std::string& path, std::string& error);
+// id_zero: the synthesized IPv4 headers carry ID 0 (DF datagrams: RoCEv2's ICRC covers the ID).
+std::unique_ptr<Netdev> make_pcap_tap(std::unique_ptr<Netdev> inner, const std::string& path, std::string& error,
+                                      bool id_zero = false);
 
 // Wraps `inner` so that every send goes through `plan`.
 std::unique_ptr<Netdev> make_impaired(std::unique_ptr<Netdev> inner, const ImpairPlan& plan);
