@@ -164,6 +164,7 @@ void Roce::acknowledged(Qp& qp, Pos through) {
   }
   s.tx_psn = std::max(s.tx_psn, s.una_psn);
   if (s.una_psn != before) {
+    s.cwnd = static_cast<std::uint32_t>(std::min<Pos>(max_window_, s.cwnd + (s.una_psn - before)));
     s.progress_at = Clock::now();
     s.retry_left = ctx_.cfg.roce.retry_cnt;
     s.last_nak_psn = ~Pos{0};
@@ -222,7 +223,7 @@ void Roce::on_timer(Qp& qp, Clock::time_point now) {
     }
     s.retry_left--;
     s.progress_at = now;
-    go_back(qp, s.una_psn);
+    go_back(qp, s.una_psn, true);
   }
   rearm(qp);
 }

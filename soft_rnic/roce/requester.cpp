@@ -82,7 +82,7 @@ void Roce::pump(Qp& qp) {
   // The request holding tx_psn: requests are in PSN order.
   auto it =
       std::find_if(s.reqs.begin(), s.reqs.end(), [&](const ReqWqe& r) { return r.first_psn + r.npkts > s.tx_psn; });
-  while (it != s.reqs.end() && s.tx_psn < s.next_psn && s.tx_psn - s.una_psn < ctx_.cfg.window) {
+  while (it != s.reqs.end() && s.tx_psn < s.next_psn && s.tx_psn - s.una_psn < s.cwnd) {
     ReqWqe& r = *it;
     if (r.done) {  // acknowledged already (a go-back-N over a completed Read)
       s.tx_psn = r.first_psn + r.npkts;
@@ -164,9 +164,11 @@ bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
   return send_packet(qp, p, r.sgl, off, len, qp.init.pd);
 }
 
-// Go-back-N: transmits again from `psn` (not below the oldest unacknowledged PSN).
-void Roce::go_back(Qp& qp, Pos psn) {
+// Go-back-N: transmits again from `psn` (not below the oldest unacknowledged PSN). `timeout`:
+// nothing came back at all, so only a few packets go until acknowledgements come again.
+void Roce::go_back(Qp& qp, Pos psn, bool timeout) {
   RoceQp& s = st(qp);
+  s.cwnd = timeout ? 4 : std::max<std::uint32_t>(s.cwnd / 2, 4);
   s.tx_psn = std::max(psn, s.una_psn);
   qp.ctr.retransmits++;
   ctx_.ctr.retransmits++;

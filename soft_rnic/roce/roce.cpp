@@ -23,6 +23,7 @@ Roce::Roce(Ctx& ctx, netdev::Netdev& nd) : ctx_(ctx), nd_(nd), self_(nd.local_ad
   // 4.096 us * 2^timeout (IBTA 9.7.6.1.3), at least the configured RTO floor.
   const auto t = std::chrono::nanoseconds(4096LL << std::min<int>(ctx_.cfg.roce.timeout, 31));
   ack_timeout_ = std::max(std::chrono::ceil<std::chrono::microseconds>(t), std::chrono::microseconds(100));
+  max_window_ = std::clamp<std::uint32_t>(ctx_.cfg.window, 4, 128);
   const std::size_t cap = nd_.max_datagram();
   rx_bufs_.resize(kRxBurst * cap);
   rx_frames_.resize(kRxBurst);
@@ -37,6 +38,7 @@ std::unique_ptr<TransportQp> Roce::make_qp_state() {
   auto s = std::make_unique<RoceQp>();
   s->init_psn = randombytes_random() & w::kPsnMask;
   s->next_psn = s->tx_psn = s->una_psn = s->ack_through = s->init_psn;
+  s->cwnd = max_window_;
   return s;
 }
 

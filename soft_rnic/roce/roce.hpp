@@ -96,6 +96,10 @@ struct RoceQp final : TransportQp {
   Pos ack_through = 0;      // every PSN below it was acknowledged (an ACK may overtake a Read's response)
   std::deque<ReqWqe> reqs;  // issued, not done, in order
   std::uint32_t since_ackreq = 0;
+  // PSNs in flight at most: halved by a NAK, back to a few by a timeout, grown again by what is
+  // acknowledged (go-back-N sends everything from the lost PSN again: a full window into a peer
+  // that drops for lack of room only loses it again).
+  std::uint32_t cwnd = 0;
   int retry_left = 7;
   int rnr_left = 7;
   Pos last_nak_psn = ~Pos{0};       // a NAK at the same PSN again without progress costs a retry
@@ -213,7 +217,7 @@ class Roce final : public Transport, public engine::Pollable {
   // requester.cpp
   void pump(Qp& qp);
   bool transmit(Qp& qp, ReqWqe& r, Pos psn);
-  void go_back(Qp& qp, Pos psn);
+  void go_back(Qp& qp, Pos psn, bool timeout = false);
 
   // responder.cpp
   void on_request(Qp& qp, const wire::roce::Packet& p);
@@ -260,6 +264,7 @@ class Roce final : public Transport, public engine::Pollable {
   NetAddr self_;
   std::uint32_t link_mtu_ = 1024;
   std::chrono::microseconds ack_timeout_{67108};
+  std::uint32_t max_window_ = 128;  // PSNs in flight per QP (rxe: RXE_MAX_UNACKED_PSNS)
   engine::TimerQueue timers_;
   std::map<std::uint16_t, std::pair<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>>>
       listeners_;               // by rdma_cm port: conn_qual, callback

@@ -8,8 +8,10 @@
 #   dat_interop.sh BUILD_DIR ROLE [TOOL] [--rxe] [--ia-params "k=v ..."] [--rdmavm DIR] [--keep DIR]
 #
 # --rxe  the guest's side is OFA dapl's cma provider on rxe (IA ofa-v2-cma-roe-eth1, eth1 =
-#        10.99.1.2), softrnic's the IA softrnic_roce on 10.99.1.1; TOOL dtest, dtestsrq,
-#        dapltest_rw or dapltest_rr. Every RoCEv2 packet of the capture must carry a valid ICRC.
+#        10.99.1.2), softrnic's the IA softrnic_roce on 10.99.1.1; TOOL dtest, dtestx (the IB
+#        extensions: immediate data, atomics), dapltest_rw or dapltest_rr (dtestsrq cannot pass:
+#        OFA's waits for an EP_BROKEN that rxe never raises, docs/interop.md). Every RoCEv2
+#        packet of the capture must carry a valid ICRC.
 #
 # ROLE  softrnic_client: the guest (siw, IA ofa-v2-iwarp) serves, softrnic connects to 10.99.0.2
 #       softrnic_server: softrnic serves on 10.99.0.1, the guest connects
@@ -84,7 +86,7 @@ if [[ $rxe == 1 ]]; then
   # RoCEv2: rxe0 on the guest's eth1, OFA dapl's cma provider over it; softrnic's IA on the host side
   HOST_IP=10.99.1.1 GUEST_IP=10.99.1.2 LINK=rxe GUEST_DEV=eth1
   OUR_IA=softrnic_roce SIW_IA=ofa-v2-cma-roe-eth1 OUR_WIRE=roce
-  case $tool in dtest|dtestsrq|dapltest_rw|dapltest_rr) ;; *) usage;; esac
+  case $tool in dtest|dtestx|dtestsrq|dapltest_rw|dapltest_rr) ;; *) usage;; esac
 fi
 lib=$build/dat/libdaplsoftrnic.so
 [[ -f $lib ]] || fail "$lib not built (ninja -C $build daplsoftrnic)"
@@ -99,6 +101,14 @@ case $tool in
     srv_ready_port=15828          # dtest prints its waiting line before listen()
     gate_port=45248               # ... and creates its PSP only after the side channel
     ok_srv='DAPL Test Complete\. PASSED' ok_cli=$ok_srv
+    ;;
+  dtestx)
+    # the DAT IB extensions (RDMA Write with Immediate, CmpSwap, FetchAdd) over RoCEv2 (--rxe only):
+    # a TCP side channel (15828) for the addresses, then rdma_cm on conn_qual 31112
+    srv="dtestx -s -P IA"
+    cli="dtestx -h ADDR -P IA"
+    srv_ready_port=15828 gate_port=31112
+    ok_srv='IB extension test - immed/atomic test PASSED' ok_cli=$ok_srv
     ;;
   dtestsrq)
     # -b on both sides: each side's default is its own provider's DAT_IB_TRANSPORT_MTU (OFA on

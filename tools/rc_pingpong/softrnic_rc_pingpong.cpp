@@ -50,6 +50,7 @@ struct Options {
   bool chk = false;
   int gid_idx = -1;
   std::string dev;
+  std::string impair;  // an impairment plan on what softrnic sends ("drop=0.02,reorder=8,seed=1")
 };
 
 std::string gid_hex(std::uint32_t ip) {
@@ -109,6 +110,8 @@ class PingPong {
     cfg.netdev.port = 4791;
     cfg.roce.mtu = o_.mtu;
     std::string e;
+    if (!o_.impair.empty() && !netdev::parse_impair(o_.impair, ',', cfg.netdev.impair, e))
+      return fail("--impair: " + e);
     dev_ = Device::open(cfg, e);
     if (!dev_) return fail("cannot open the RNIC: " + e);
     pd_ = dev_->alloc_pd();
@@ -289,6 +292,10 @@ class PingPong {
     }
     const double usec = static_cast<double>(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
+    // Stay a moment: an ACK of ours that was lost (the peer's last Send) is sent again when the
+    // peer retransmits, instead of leaving the peer to its retry limit.
+    for (const auto until = std::chrono::steady_clock::now() + 500ms; std::chrono::steady_clock::now() < until;)
+      dev_->progress();
     const long long bytes = static_cast<long long>(o_.size) * o_.iters * 2;
     std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec / 1e6,
                 static_cast<double>(bytes) * 8. / usec);
@@ -329,6 +336,7 @@ int main(int argc, char** argv) {
   app.add_flag("-c,--chk", o.chk, "the client sends each page's first byte 0 (ibv_rc_pingpong -c)");
   app.add_option("-g,--gid-idx", o.gid_idx, "accepted for ibv_rc_pingpong's command line (softrnic has one GID)");
   app.add_option("-d,--ib-dev", o.dev, "accepted for ibv_rc_pingpong's command line");
+  app.add_option("--impair", o.impair, "impairment plan on what softrnic sends (drop=P,dup=P,reorder=N,seed=S)");
   CLI11_PARSE(app, argc, argv);
   return PingPong(o).run();
 }
