@@ -37,6 +37,7 @@ KIB = 1024
 MIB = 1024 * 1024
 BENCH_QUAL = 0xB3C4  # softrnic_bench's default --qual
 TCP_IA = "softrnic_iwarp_tcp"  # softrnic over MPA/TCP (wire=tcp), in the generated dat.conf
+ROCE_IA = "softrnic_roce"  # softrnic over RoCEv2 (wire=roce: UDP 4791, IB CM), in the generated dat.conf
 
 
 def progress(msg):
@@ -187,6 +188,10 @@ def measure_udp(m, stacks, bench, size, iters):
         m["ucx-tcp tag_lat"] = lambda: peer_call("ucx_tag_lat", size, iters)
         m["fi tcp"] = lambda: peer_call("fi_pingpong", "tcp", size, iters)
         m["fi udp;ofi_rxd"] = lambda: peer_call("fi_pingpong", "udp;ofi_rxd", size, iters)
+        if stacks.get("roce"):
+            m["softrnic-roce"] = lambda: stacks["roce"].run("pingpong", size, iters)
+        if stacks.get("roce_memif") and size <= 8000:
+            m["softrnic-roce-memif"] = lambda: stacks["roce_memif"].run("pingpong", size, iters)
         if stacks.get("memif") and size <= 8000:
             m["softrnic-dpdk-memif"] = lambda: stacks["memif"].run("pingpong", size, iters)
             m["dpdk-memif netdev, no RNIC"] = lambda: memif_env.netdev_pingpong(stacks["build"], size, iters)
@@ -196,12 +201,18 @@ def measure_udp(m, stacks, bench, size, iters):
         if bench == "write_bw":
             m["ucx-tcp put_bw"] = lambda: peer_call("ucx_put_bw", size, iters)
             m["ucx-tcp tag_bw"] = lambda: peer_call("ucx_tag_bw", size, iters)
+        if stacks.get("roce"):
+            m["softrnic-roce"] = lambda: stacks["roce"].run(bench, size, iters, window=16 if size <= MIB else 4)
+        if stacks.get("roce_memif"):
+            m["softrnic-roce-memif"] = lambda: stacks["roce_memif"].run(bench, size, iters, window=16)
         if stacks.get("memif"):
             m["softrnic-dpdk-memif"] = lambda: stacks["memif"].run(bench, size, iters, window=16)
     elif bench == "idle":
         m["softrnic-udp"] = lambda: sr.run("idle", 0, iters)
     elif bench == "msgrate":
         m["softrnic-udp"] = lambda: sr.run("msgrate", size, iters, window=32)
+        if stacks.get("roce"):
+            m["softrnic-roce"] = lambda: stacks["roce"].run("msgrate", size, iters, window=32)
         m["kernel-udp stream"] = lambda: peer_call("udp_stream", stacks["build"], size, size * iters)
         m["ucx-tcp tag_bw"] = lambda: peer_call("ucx_tag_bw", size, iters)
         if stacks.get("memif"):
@@ -245,6 +256,8 @@ def reference(stack):
     the MPA/TCP rows (softrnic-tcp, kernel-tcp) against softrnic over MPA/TCP, the blocking rows against
     softrnic's blocking (dat_evd_wait) row of that wire, the rest against softrnic-udp; the event-driven
     (cno) row has no peer of its kind and no ratio."""
+    if stack.startswith("softrnic-roce"):
+        return stack  # the RoCEv2 rows: their own; docs/performance.md gives them against kernel UDP and memif
     if "memif" in stack:
         return "softrnic-dpdk-memif"
     if "(cno)" in stack:
@@ -332,6 +345,21 @@ def memif_stack(build):
         return None
 
 
+def roce_stacks(build):
+    """softrnic over RoCEv2 (IA softrnic_roce) on kernel UDP, and over memif when it can run."""
+    st = Softrnic(build, ia=ROCE_IA, label="softrnic-roce")
+    if not st.ia_configured():
+        print(f"bench: no RoCEv2 rows: {st.env['DAT_OVERRIDE']} has no {ROCE_IA} line", file=sys.stderr)
+        return None, None
+    try:
+        mem = memif_env.stack(build, lambda b, label: Softrnic(b, ia=ROCE_IA, label=label))
+        mem.label = "softrnic-roce-memif"
+    except Exception as e:
+        print(f"bench: no RoCEv2 memif row: {e}", file=sys.stderr)
+        mem = None
+    return st, mem
+
+
 def tcp_stack(build):
     """softrnic over MPA/TCP (IA softrnic_iwarp_tcp), when the build's dat.conf has it."""
     st = Softrnic(build, ia=TCP_IA, label="softrnic-tcp")
@@ -363,6 +391,8 @@ def main():
     stacks = {"softrnic": sr, "build": a.build, "rows": row_set,
               "memif": memif_stack(a.build) if row_set != "tcp" else None,
               "tcp": tcp_stack(a.build) if row_set != "no-tcp" else None}
+    if row_set != "tcp":
+        stacks["roce"], stacks["roce_memif"] = roce_stacks(a.build)
     if row_set == "tcp" and stacks["tcp"] is None:
         sys.exit("bench: --tcp-only, but no MPA/TCP stack")
     todo = [c for c in cases(a.quick, a.build) if not a.only or c[0] in a.only.split(",")]
