@@ -9,7 +9,8 @@
 #
 # ROLE  softrnic_client: the guest serves, softrnic connects to 10.99.1.2
 #       softrnic_server: softrnic serves on 10.99.1.1, the guest connects
-# TOOL  rc_pingpong: ibv_rc_pingpong -g IDX -s 4096 -n 200 -c (TCP 18515 address exchange, RC
+# TOOL  rc_pingpong (rc_pingpong_impaired: with drop 2 % and reorder 8 on softrnic's sends):
+#       ibv_rc_pingpong -g IDX -s 4096 -n 200 -c (TCP 18515 address exchange, RC
 #       Sends of 4 packets at MTU 1024) against BUILD_DIR/tools/softrnic_rc_pingpong. Linux's
 #       client checks each page's first byte of what came back (-c); softrnic checks every
 #       message (as server: each is the client's; as client: each echo is the iteration's pattern).
@@ -23,6 +24,17 @@
 #       sent over TCP); where perftest cannot show what it got (its write_bw buffer allows no
 #       read-back, its read_bw client checks nothing) the capture does: every RDMA Write (softrnic
 #       client) or Read Response (softrnic server) payload softrnic sent carries its pattern.
+#       perftest_atomic_bw, perftest_atomic_bw_cas: ib_atomic_bw without -R (-n 300 -s 8 -o 4,
+#       FETCH_AND_ADD of 1 / -A CMP_AND_SWAP; 8-byte atomics cycling through 64 slots of 64 bytes)
+#       against softrnic_perftest atomic_bw --roce. softrnic verifies the values: as client, every
+#       value returned after a slot's first is the one predicted from the previous operation on
+#       that slot (+1; its CmpSwaps compare what the slot holds and swap in new values); as server,
+#       each slot's final word (FetchAdd: its pattern plus its number of adds, n in all; CmpSwap:
+#       perftest's compare 0 / swap 0 leave every word unchanged) and nothing else changed. The
+#       capture (both roles): consecutive atomics on a slot seen on the wire agree (the later one's
+#       Atomic Acknowledge shows what the earlier one left).
+#       perftest_send_lat_cm, perftest_write_bw_cm, perftest_read_bw_cm: the same tools WITH -R
+#       (rdma_cm, IB CM over QP1; no -x) against softrnic_perftest --roce -R, judged the same way.
 # --keep DIR  keep logs and the capture (DIR/cap-rxe.pcap); without it they are kept only on failure
 # INTEROP_TOOL_TIMEOUT  bound of each tool in seconds (default 120)
 # The capture must show RoCEv2 only with valid ICRCs (../shared/tools/wirecheck/check_icrc.py).
@@ -63,6 +75,21 @@ case $tool in
     g_bad='invalid data in page|Failed status|Couldn.t|failed'
     h_ok="^softrnic_rc_pingpong: $n iters of $size bytes, data verified"
     ;;
+  rc_pingpong_impaired)
+    # the same under an impairment plan on softrnic's side (drop 2 %, reorder within 8): rxe's
+    # responder NAKs each gap, softrnic goes back N; the data must still check out on both sides
+    # and softrnic must have retransmitted
+    n=200 size=4096
+    srv="ibv_rc_pingpong -d rxe0 -g \$RXE_GID_IDX -s $size -n $n -c"
+    cli="$srv ADDR"
+    h_srv="$build/tools/softrnic_rc_pingpong --local $HOST_IP -s $size -n $n -c --impair drop=0.02,reorder=8,seed=7"
+    h_cli="$h_srv ADDR"
+    srv_ready_port=18515
+    h_ready_line='waiting on TCP port'
+    g_ok="^$n iters in [0-9.]+ seconds"
+    g_bad='invalid data in page|Failed status|Couldn.t|failed'
+    h_ok="^softrnic_rc_pingpong: $n iters of $size bytes, data verified .*retransmits [1-9]"
+    ;;
   rping)
     # rdma-core's rping over rdma_cm (IB CM MADs on QP1, rping's port 7174) against
     # BUILD_DIR/tools/softrnic_rping --roce; both validate (-V), the server's printed ping data
@@ -80,21 +107,32 @@ case $tool in
     if [[ $role == softrnic_client ]]; then h_ok="softrnic_rping: $rping_n pings, data validated"
     else h_ok="softrnic_rping: served $rping_n pings, data validated"; fi
     ;;
-  perftest_send_lat|perftest_write_bw|perftest_read_bw)
+  perftest_send_lat|perftest_write_bw|perftest_read_bw|perftest_atomic_bw|perftest_atomic_bw_cas|\
+  perftest_send_lat_cm|perftest_write_bw_cm|perftest_read_bw_cm)
     # -F: the TCG guest's clock fails perftest's CPU frequency check otherwise. -x: the IPv4 GID
-    # (perftest's own pick on RoCE would find it too; the index makes it explicit).
-    pt_tool=${tool#perftest_} pt_extra=""
+    # (perftest's own pick on RoCE would find it too; the index makes it explicit). _cm: -R, the
+    # exchange over an rdma_cm control connection and the data connection through rdma_cm (no
+    # -x: rdma_cm resolves the address itself).
+    pt_tool=${tool#perftest_} pt_extra="" pt_cm=""
+    [[ $pt_tool == *_cm ]] && { pt_tool=${pt_tool%_cm} pt_cm=1; }
     case $pt_tool in
       send_lat) n=20 size=64 ;;
       write_bw) n=10 size=65536 ;;
       read_bw) n=10 size=65536 pt_extra=" -o 4" ;;
+      atomic_bw) n=300 size=8 pt_extra=" -o 4" pt_atype=FETCH_AND_ADD ;;
+      atomic_bw_cas) pt_tool=atomic_bw n=300 size=8 pt_extra=" -o 4 -A CMP_AND_SWAP" pt_atype=CMP_AND_SWAP ;;
     esac
-    srv="ib_$pt_tool -d rxe0 -x \$RXE_GID_IDX -p 18515 -n $n -s $size$pt_extra -F"
+    if [[ -n $pt_cm ]]; then
+      srv="ib_$pt_tool -R -d rxe0 -p 18515 -n $n -s $size$pt_extra -F"
+      hopts_="--roce -R -p 18515 -n $n -S $size$pt_extra"
+    else
+      srv="ib_$pt_tool -d rxe0 -x \$RXE_GID_IDX -p 18515 -n $n -s $size$pt_extra -F"
+      hopts_="--roce -p 18515 -n $n -S $size$pt_extra"
+    fi
     cli="$srv ADDR"
-    hopts_="--roce -p 18515 -n $n -S $size$pt_extra"
     h_srv="$build/tools/softrnic_perftest $pt_tool -s -a $HOST_IP $hopts_"
     h_cli="$build/tools/softrnic_perftest $pt_tool -c ADDR --local $HOST_IP $hopts_ --connect-retry 30"
-    srv_ready_port=18515   # perftest prints its banner before it listens
+    srv_ready_port=18515   # perftest prints its banner before it listens (TCP, or with -R rdma_cm's)
     h_ready_line='server listening on'
     # perftest's result line (REPORT_FMT_LAT / REPORT_FMT; inf/nan when its clock is off)
     num_='[-+0-9.a-z]+'
@@ -118,6 +156,16 @@ case $tool in
         # same offset (all at offset 0 with -s 65536)
         h_ok_srv="$(pt_h server)data served \\([0-9]+ B of softrnic's pattern, unchanged; [0-9]+ frames"
         h_ok_cli="$(pt_h client)data verified \\($n Reads of $size B, the fill replaced, identical data per source offset\\)$" ;;
+      atomic_bw)
+        # 300 atomics on 64 slots (cycle buffer 4096 / cache line 64); perftest's buffer holds
+        # rand() bytes, so the first value of each slot is unchecked at the softrnic client
+        if [[ $pt_atype == FETCH_AND_ADD ]]; then
+          h_ok_srv="$(pt_h server)data verified \\(64 slots each grew by its FetchAdds, $n in all = the $n adds of 1; the rest and the guards intact; [0-9]+ frames sent\\)$"
+          h_ok_cli="$(pt_h client)data verified \\($n FetchAdds of 1 on 64 slots: each after a slot's first found the value before it plus 1; the first ones the peer's, unchecked\\)$"
+        else
+          h_ok_srv="$(pt_h server)data verified \\(64 slots after $n CmpSwaps: 0 changed, none may \\(compare 0, swap 0\\); the rest and the guards intact; [0-9]+ frames sent\\)$"
+          h_ok_cli="$(pt_h client)data verified \\($n CmpSwaps on 64 slots, [0-9]+ swapped: each after a slot's first found the value swapped in before it; the first ones the peer's, unchecked\\)$"
+        fi ;;
     esac
     ;;
   *) usage;;
@@ -245,8 +293,8 @@ h_line=$(grep -Em1 "$h_ok" "$work/host.log" 2>/dev/null) || { ok=0; why+=("host 
 if [[ $tool == perftest_* ]]; then
   pt_results=$(tr '\t' ' ' <"$share/guest.log" | grep -Ec "$g_ok" || true)
   [[ $pt_results == 1 ]] || { ok=0; why+=("perftest printed $pt_results result lines, not 1"); }
-  if [[ $tool != perftest_send_lat ]]; then
-    # both sides print the client's report (the server got it over the TCP connection)
+  if [[ $pt_tool != send_lat ]]; then
+    # both sides print the client's report (the server got it over the TCP or control connection)
     pt_g=$(tr '\t' ' ' <"$share/guest.log" | grep -Em1 "$g_ok" | tr -s ' ' || true)
     pt_hl=$(tr '\t' ' ' <"$work/host.log" | grep -Em1 "$g_ok" | tr -s ' ' || true)
     [[ -n $pt_g && $pt_g == "$pt_hl" ]] || { ok=0; why+=("the bw reports differ: perftest '$pt_g', softrnic '$pt_hl'"); }
@@ -260,9 +308,9 @@ if [[ $tool == perftest_* ]]; then
   # capture is lossy when the host is busy (tcpdump drops packets of a burst): packets whose
   # Write First / Read Request was not captured are left out. A mismatch, or nothing checked, fails.
   pt_dir="" pt_base=""
-  if [[ $tool == perftest_write_bw && $role == softrnic_client ]]; then
+  if [[ $pt_tool == write_bw && $role == softrnic_client ]]; then
     pt_dir=write pt_base=$(grep -m1 '^ remote address:' "$work/host.log" | grep -o 'VAddr 0x[0-9a-f]*' | cut -d' ' -f2)
-  elif [[ $tool == perftest_read_bw && $role == softrnic_server ]]; then
+  elif [[ $pt_tool == read_bw && $role == softrnic_server ]]; then
     pt_dir=read pt_base=$(grep -m1 '^ local address:' "$work/host.log" | grep -o 'VAddr 0x[0-9a-f]*' | cut -d' ' -f2)
   fi
   if [[ -n $pt_dir && -z $pt_base ]]; then
@@ -319,6 +367,91 @@ print("OK %d of %d captured packets, %d bytes" % (checked, len(pkts), total))
       echo "wire: softrnic's ${pt_what}s carry its pattern: ${pt_wire#OK } (of $((n * size)) sent)"
     else
       ok=0; why+=("${pt_what}s on the wire: ${pt_wire#FAIL }")
+    fi
+  fi
+  # Atomics on the wire (both roles): each CmpSwap / FetchAdd request (opcodes 19, 20: AtomicETH
+  # VA, R_Key, swap or add, compare) paired by PSN with the Atomic Acknowledge (18: the original
+  # value) the other side sent. Two captured atomics on the same address whose PSNs are one
+  # round of slots apart are consecutive operations on that word: the later one must have found
+  # what the earlier one left (FetchAdd: its original plus its add; CmpSwap: its swap value when
+  # its compare matched, else its original). Retransmissions count once; a lossy capture leaves
+  # pairs out; nothing checked fails. softrnic server: the k-th atomic (PSN = the client's first
+  # PSN + k, the data QP carries nothing else) must also target the word (k mod slots) * cache
+  # line of the buffer softrnic advertised, and have found exactly the value softrnic's pattern
+  # and perftest's k div slots earlier operations on that word make (FetchAdd: the pattern's
+  # u64 plus that many adds; CmpSwap: perftest's compare 0 never matches a pattern word, so it).
+  if [[ $pt_tool == atomic_bw && -s $work/cap-rxe.pcap ]] && command -v tshark >/dev/null; then
+    pt_slots=$(grep -om1 'cycle buffer [0-9]*, cache line [0-9]*' "$work/host.log" | awk '{c=$3+0; l=$6+0; if (l < 8) l = 8; print int(c / l)}')
+    pt_exact=""
+    if [[ $role == softrnic_server ]]; then
+      pt_exact="$(grep -m1 '^ local address:' "$work/host.log" | grep -o 'VAddr 0x[0-9a-f]*' | cut -d' ' -f2) $(grep -m1 '^ remote address:' "$work/host.log" | grep -o 'PSN 0x[0-9a-f]*' | cut -d' ' -f2) $(($(grep -om1 'cache line [0-9]*' "$work/host.log" | grep -o '[0-9]*$')))"
+    fi
+    pt_wire=$(tshark -r "$work/cap-rxe.pcap" -Y 'udp.dstport == 4791' -T fields -e ip.src -e infiniband.bth.opcode \
+                -e infiniband.bth.psn -e infiniband.atomiceth -e infiniband.atomicacketh 2>/dev/null \
+              | python3 -c '
+import sys
+slots, M, W = int(sys.argv[1]), 0xFFFFFF, (1 << 64) - 1
+exact = len(sys.argv) > 4  # softrnic server: its buffer, the client first PSN, the cache line
+if exact:
+    buf, psn0, cline = int(sys.argv[2], 16), int(sys.argv[3], 16), int(sys.argv[4])
+reqs, acks = {}, {}  # PSN -> (source, op, va, swap/add, compare); PSN -> (source, original)
+for line in sys.stdin:
+    f = line.rstrip("\n").split("\t")
+    if len(f) < 5 or not f[1]:
+        continue
+    src, op, psn = f[0], int(f[1]), int(f[2])
+    if op in (19, 20) and f[3]:
+        b = bytes.fromhex(f[3].replace(":", ""))
+        reqs.setdefault(psn, (src, op, int.from_bytes(b[0:8], "big"), int.from_bytes(b[12:20], "big"),
+                              int.from_bytes(b[20:28], "big")))
+    elif op == 18 and f[4]:
+        acks.setdefault(psn, (src, int.from_bytes(bytes.fromhex(f[4].replace(":", "")), "big")))
+pairs = {}
+for psn, (src, op, va, sa, cmp) in reqs.items():
+    if psn in acks and acks[psn][0] != src:
+        pairs.setdefault(va, []).append((psn, op, sa, cmp, acks[psn][1]))
+if not reqs:
+    print("FAIL no atomic request captured"); sys.exit()
+base = min(reqs)  # (PSNs relative to the first captured request)
+checked = exactly = 0
+if exact:
+    for va, ops in pairs.items():
+        for psn, op, sa, cmp, orig in ops:
+            k, off = (psn - psn0) & M, va - buf
+            if off != (k % slots) * cline:
+                print("FAIL atomic %d (PSN %d) targets offset %d, not %d" % (k, psn, off, (k % slots) * cline)); sys.exit()
+            init = int.from_bytes(bytes((i * 7 + (i >> 8) * 13 + 0x3c) & 0xFF for i in range(off, off + 8)), "little")
+            if op == 19 and cmp == init:
+                continue  # (a compare that matches the pattern: not what perftest sends)
+            want = (init + (k // slots) * sa) & W if op == 20 else init
+            if orig != want:
+                print("FAIL atomic %d (PSN %d) at offset %d found 0x%016x, expected 0x%016x" % (k, psn, off, orig, want))
+                sys.exit()
+            exactly += 1
+for va, ops in pairs.items():
+    ops.sort(key=lambda o: (o[0] - base) & M)
+    for a, b in zip(ops, ops[1:]):
+        if ((b[0] - a[0]) & M) != slots:
+            continue  # an operation between them was not captured
+        _, op, sa, cmp, orig = a
+        left = (orig + sa) & W if op == 20 else (sa if orig == cmp else orig)
+        if b[4] != left:
+            print("FAIL the atomic of PSN %d at 0x%x found 0x%016x, the one before it (PSN %d) left 0x%016x"
+                  % (b[0], va, b[4], a[0], left)); sys.exit()
+        checked += 1
+if not checked:
+    print("FAIL nothing checked (%d requests, %d acknowledges, %d pairs captured)"
+          % (len(reqs), len(acks), sum(len(o) for o in pairs.values()))); sys.exit()
+if exact and not exactly:
+    print("FAIL no captured atomic checked against the pattern of softrnic"); sys.exit()
+print("OK %d successive pairs on %d words agree%s (%d requests, %d Atomic Acknowledges captured)"
+      % (checked, len(pairs), ", %d originals exactly as predicted from the pattern of softrnic" % exactly if exact else "",
+         len(reqs), len(acks)))
+' "${pt_slots:-64}" $pt_exact)
+    if [[ $pt_wire == OK* ]]; then
+      echo "wire: atomics: ${pt_wire#OK } (of $n sent)"
+    else
+      ok=0; why+=("atomics on the wire: ${pt_wire#FAIL }")
     fi
   fi
 fi

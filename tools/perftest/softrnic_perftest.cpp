@@ -1,10 +1,12 @@
 // softrnic_perftest: perftest's exchanges, spoken through softrnic's own RNIC API, so that
-// unmodified perftest 4.5-0.17 tools (ib_send_lat, ib_write_bw, ib_read_bw) can be its peer in
-// either role: with `-R` (rdma_cm) over iWARP/MPA/TCP against Linux siw, and without `-R` (the
-// out-of-band TCP exchange, --roce) over RoCEv2 against Linux rxe.
+// unmodified perftest 4.5-0.17 tools (ib_send_lat, ib_write_bw, ib_read_bw, ib_atomic_bw) can be
+// its peer in either role: with `-R` (rdma_cm) over iWARP/MPA/TCP against Linux siw, and over
+// RoCEv2 (--roce) against Linux rxe both with `-R` (rdma_cm, IB CM over QP1) and without (the
+// out-of-band TCP exchange). The CLI follows perftest's: --roce picks the wire, -R the exchange
+// (over iWARP always rdma_cm, -R or not). atomic_bw is RoCEv2 only.
 //
 // The -R exchange (perftest's perftest_communication.c, send_lat.c, write_bw.c, read_bw.c), on
-// one TCP port for two rdma_cm connections:
+// one port (TCP over iWARP, the CM's service ID over RoCEv2) for two rdma_cm connections:
 //   C1   control ("comm") connection; every exchange Xk on it is one Send client -> server, then
 //        one Send server -> client (at most 56 bytes each; perftest keeps one receive posted)
 //   X1   version "6.06" (16 B)   X2 cycle buffer (BE int)   X3 cache line (BE int)
@@ -17,6 +19,10 @@
 //   byte-swapped doubles), X16 (close)
 // The client closes first; each side waits for the peer to close both connections.
 //
+// Over RoCEv2 with -R the same exchange, the connections through IB CM (REQ/REP/RTU with
+// rdma_cm's header in the REQ's private data; perftest adds none of its own): the path MTU is the
+// CM's, the X4 MTU only reported, X5..X9's dests carry our QPN and the GID ::ffff:IPv4.
+//
 // The out-of-band exchange (--roce; perftest without -R, -x GID_INDEX on rxe): one TCP connection
 // to the server's port, no control QP. Each exchange Yk: the client write()s its message, the
 // server read()s it and write()s its own of the same size, the client read()s it; perftest
@@ -28,9 +34,9 @@
 //        to RTR/RTS with the peer's QPN, PSN and GID (perftest's bw server stops at RTR)
 //   Y6, Y7 the same dests again
 //   send_lat: Y8 (receives posted), Send ping-pong, Y9 (close)
-//   write_bw / read_bw: the client Writes / Reads the server's buffer, Y8, the client's report
-//   (Y9 size, Y10 iterations: BE u64; Y11 peak, Y12 average, Y13 message rate: byte-swapped
-//   doubles), Y14 (close)
+//   write_bw / read_bw / atomic_bw: the client Writes / Reads / atomically updates the server's
+//   buffer, Y8, the client's report (Y9 size, Y10 iterations: BE u64; Y11 peak, Y12 average, Y13
+//   message rate: byte-swapped doubles), Y14 (close)
 // then each side write()s "done\0" (5 B), which perftest never reads, and closes.
 //
 // Data checks (perftest itself checks no payload):
@@ -46,6 +52,15 @@
 //     written with softrnic's pattern (perftest's iWARP MR is also REMOTE_WRITE), and every Read
 //     must bring exactly that pattern back (also with --expect-pattern).
 //   read_bw server: the buffer served (softrnic's pattern) is unchanged, the data QP sent frames.
+//   atomic_bw (8-byte atomics, the k-th at offset (k mod 64) * 64 with 4 KiB pages, as perftest):
+//     client: every value returned after a slot's first is exactly the one predicted from the
+//     previous operation on the slot (FetchAdd: that one's plus 1; our CmpSwap compares what the
+//     slot holds and swaps in a new value, so it must find it), the first ones are the peer's
+//     (perftest: rand() bytes, unchecked; with --expect-pattern softrnic's pattern).
+//     server (its words start as softrnic's pattern): FetchAdd: every slot grew by exactly its
+//     number of operations, in all the client's iterations; CmpSwap: perftest's compare 0 / swap 0
+//     leave every slot unchanged (with --expect-pattern: the last value softrnic swapped in); no
+//     other byte changed, the QP sent at least one frame per atomic.
 //
 // Over RoCEv2 perftest's buffers allow no remote access beyond the test's (write_bw: REMOTE_WRITE,
 // read_bw: REMOTE_READ) and hold rand() bytes: --prime-remote fails against them, and the read_bw
@@ -53,7 +68,8 @@
 //
 //   softrnic_perftest send_lat|write_bw|read_bw -s -a 10.99.0.1 [-p 18515] [-n N] [-S SIZE]
 //   softrnic_perftest send_lat|write_bw|read_bw -c 10.99.0.2 --local 10.99.0.1 [...]
-//   softrnic_perftest send_lat|write_bw|read_bw --roce [-m 1024] -s -a 10.99.1.1 | -c 10.99.1.2 --local 10.99.1.1
+//   softrnic_perftest send_lat|write_bw|read_bw|atomic_bw --roce [-R] [-m 1024] -s -a 10.99.1.1 | -c 10.99.1.2
+//   --local 10.99.1.1 (atomic_bw [-A FETCH_AND_ADD|CMP_AND_SWAP] [-o OUTSTANDING])
 // Exit status 0 when the exchange completed and the data checks passed.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -90,7 +106,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-enum class Tool : std::uint8_t { send_lat, write_bw, read_bw };
+enum class Tool : std::uint8_t { send_lat, write_bw, read_bw, atomic_bw };
 
 constexpr std::uint32_t kCycleBuffer = 4096;  // perftest's cycle_buffer: the page size
 constexpr std::uint32_t kCacheLine = 64;
@@ -117,8 +133,11 @@ struct Options {
   double peer_close = -1;       // s: waiting for the peer to close (default: server 30, client 15)
   bool expect_pattern = false, prime_remote = false, verbose = false;
   MpaConfig mpa;
-  bool roce = false;         // RoCEv2 with perftest's out-of-band TCP exchange (perftest without -R)
+  bool roce = false;         // the RoCEv2 wire (else iWARP/MPA/TCP)
+  bool rdma_cm = false;      // -R: perftest's rdma_cm exchange (always so over iWARP; --roce without
+                             // -R: its out-of-band TCP exchange, as perftest without -R)
   std::uint32_t mtu = 1024;  // --roce: our path MTU before the exchange takes the smaller one
+  bool cmp_swap = false;     // atomic_bw: CMP_AND_SWAP (else perftest's default FETCH_AND_ADD)
 };
 
 // perftest's struct pingpong_dest, integers big-endian
@@ -305,12 +324,14 @@ class Perftest {
 
   bool setup() {
     iters_ = o_.iters ? o_.iters : (o_.tool == Tool::write_bw ? 5000 : 1000);
-    size_ = o_.size ? o_.size : (o_.tool == Tool::send_lat ? 2 : 65536);
+    size_ = o_.size ? o_.size : (o_.tool == Tool::send_lat ? 2 : o_.tool == Tool::atomic_bw ? kAtomicSize : 65536);
+    if (o_.tool == Tool::atomic_bw && size_ != kAtomicSize)
+      return fail("atomic_bw: the message size is 8 (perftest's DEF_SIZE_ATOMIC)") == 0;
     if (iters_ < 5) return fail("at least 5 iterations (perftest's MIN_ITER)") == 0;
     const std::uint32_t max_rd = dev_->limits().max_rd;
     reads_ = std::clamp<std::uint32_t>(o_.out_reads, 1, max_rd);
     window_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(128, iters_));  // perftest's tx_depth
-    if (o_.tool == Tool::read_bw) window_ = std::min(window_, reads_);
+    if (takes_ord()) window_ = std::min(window_, reads_);
     rx_depth_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(512, iters_));
     pd_ = dev_->alloc_pd();
     data_scq_ = dev_->create_cq(1024, nullptr);
@@ -322,7 +343,7 @@ class Perftest {
     ci.max_recv_wr = kCommSlots;
     ci.max_sge = 1;
     ci.on_event = [this](Qp* q, const CmEvent& ev) { on_event(q, ev); };
-    if (!o_.roce) {  // -R: the control QP (--roce exchanges over a TCP socket instead)
+    if (!oob()) {  // -R: the control QP (the out-of-band exchange is over a TCP socket instead)
       comm_scq_ = dev_->create_cq(64, nullptr);
       comm_rcq_ = dev_->create_cq(64, nullptr);
       if (!comm_scq_ || !comm_rcq_) return fail("cannot create the control CQs") == 0;
@@ -335,12 +356,12 @@ class Perftest {
     di.recv_cq = data_rcq_;
     di.max_send_wr = 256;
     di.max_recv_wr = 1024;
-    // perftest asks IRD = ORD = out_reads for read_bw only (0 otherwise); over RoCEv2 they are set
-    // at roce_connect with what the exchange told
-    di.ord = di.ird = o_.tool == Tool::read_bw && !o_.roce ? (o_.server ? max_rd : reads_) : 0;
+    // perftest asks IRD = ORD = out_reads for read_bw and atomic_bw only (0 otherwise); with the
+    // out-of-band exchange they are set at roce_connect with what the exchange told
+    di.ord = di.ird = takes_ord() && !oob() ? (o_.server ? max_rd : reads_) : 0;
     if (dev_->create_qp(di, data_qp_) != Status::ok) return fail("cannot create the data QP") == 0;
 
-    if (!o_.roce) {
+    if (!oob()) {
       comm_mem_.assign((kCommSlots + 1) * kCommSlotSize, 0);
       if (dev_->reg_mr(pd_, comm_mem_.data(), comm_mem_.size(), Access::local_write, comm_mr_) != Status::ok)
         return fail("cannot register the control buffer") == 0;
@@ -351,18 +372,19 @@ class Perftest {
     // perftest's BUFF_SIZE: max(S, cycle buffer); the cycle buffer may still grow in X2 (a peer
     // with bigger pages), so R is sized for the largest one accepted.
     region_ = std::max<std::size_t>(size_, kMaxCycle);
-    const std::size_t recv_slots = o_.tool == Tool::send_lat ? rx_depth_ : (o_.tool == Tool::read_bw ? window_ : 0);
+    const std::size_t recv_slots = o_.tool == Tool::send_lat ? rx_depth_ : (takes_ord() ? window_ : 0);
     data_mem_.assign(kGuard + region_ + kGuard + region_ + recv_slots * std::size_t{size_}, kFill);
     for (std::size_t i = 0; i < region_; ++i) local()[i] = pattern(i);
-    if (o_.tool == Tool::read_bw && o_.server)
+    if (takes_ord() && o_.server)  // what Reads fetch, the atomics' first targets
       for (std::size_t i = 0; i < region_; ++i) remote()[i] = pattern(i);
-    if (dev_->reg_mr(pd_, data_mem_.data(), data_mem_.size(),
-                     Access::local_write | Access::remote_write | Access::remote_read, data_mr_) != Status::ok)
+    Access access = Access::local_write | Access::remote_write | Access::remote_read;
+    if (o_.tool == Tool::atomic_bw) access = access | Access::remote_atomic;
+    if (dev_->reg_mr(pd_, data_mem_.data(), data_mem_.size(), access, data_mr_) != Status::ok)
       return fail("cannot register the data buffer (" + std::to_string(data_mem_.size()) + " bytes)") == 0;
     data_stag_ = dev_->query_mr(data_mr_).stag;
     std::mt19937 rng(static_cast<unsigned>(Clock::now().time_since_epoch().count()));
     my_.lid = 0;
-    my_.out_reads = o_.tool == Tool::read_bw ? reads_ : 1;
+    my_.out_reads = takes_ord() ? reads_ : 1;
     my_.qpn = (rng() & 0xffffff) | 1;
     my_.psn = rng() & 0xffffff;
     my_.rkey = data_stag_;
@@ -373,12 +395,19 @@ class Perftest {
       my_.qpn = me.qpn;
       my_.psn = me.psn;
       my_.gid = mapped_gid(me.addr.ip);
-      my_.out_reads = o_.tool == Tool::read_bw ? reads_ : 1;  // (perftest: 1 but for read_bw)
+      my_.out_reads = takes_ord() ? reads_ : 1;  // (perftest: 1 but for read_bw and atomic_bw)
     }
     return true;
   }
 
   static constexpr std::size_t kMaxCycle = 65536;
+  static constexpr std::uint32_t kAtomicSize = 8;  // perftest's DEF_SIZE_ATOMIC, the only size
+  static constexpr std::uint64_t kAtomicAdd = 1;   // perftest's ATOMIC_ADD_VALUE
+
+  // The out-of-band TCP exchange (RoCEv2 without -R), else rdma_cm's (control QP, CM).
+  bool oob() const { return o_.roce && !o_.rdma_cm; }
+  // The tools whose operations take ORD slots at the responder (perftest: out_reads).
+  bool takes_ord() const { return o_.tool == Tool::read_bw || o_.tool == Tool::atomic_bw; }
 
   std::uint8_t* remote() { return data_mem_.data() + kGuard; }
   std::uint8_t* local() { return data_mem_.data() + kGuard + region_ + kGuard; }
@@ -484,8 +513,8 @@ class Perftest {
   // (--roce: over the TCP socket, perftest's ctx_xchg_data_ethernet)
   bool xchg(const std::uint8_t* out, std::uint8_t* in, std::size_t n) {
     ++xk_;
-    if (o_.verbose) std::printf("softrnic_perftest: %c%d (%zu bytes)\n", o_.roce ? 'Y' : 'X', xk_, n);
-    if (o_.roce) {
+    if (o_.verbose) std::printf("softrnic_perftest: %c%d (%zu bytes)\n", oob() ? 'Y' : 'X', xk_, n);
+    if (oob()) {
       if (!o_.server) return sock_send(out, n) && sock_recv(in, n);
       return sock_recv(in, n) && sock_send(out, n);
     }
@@ -494,7 +523,7 @@ class Perftest {
   }
 
   bool xchg_dest(bool real) {
-    if (o_.roce) {  // perftest's ctx_hand_shake over the socket: the text dest with the GID
+    if (oob()) {  // perftest's ctx_hand_shake over the socket: the text dest with the GID
       const auto out = pack_text(my_);
       std::array<std::uint8_t, kKeyMsgSizeGid> in{};
       if (!xchg(out.data(), in.data(), in.size())) return false;
@@ -654,7 +683,7 @@ class Perftest {
     auto line = [&](const char* who, const Dest& d) {
       std::printf(" %s address: LID 0x%04x QPN 0x%04x PSN 0x%06x", who, d.lid, d.qpn, d.psn);
       if (rdma) std::printf(" RKey 0x%08x VAddr 0x%016llx", d.rkey, static_cast<unsigned long long>(d.vaddr));
-      if (o_.tool == Tool::read_bw) std::printf(" OUT 0x%02x", d.out_reads);
+      if (takes_ord()) std::printf(" OUT 0x%02x", d.out_reads);
       std::printf("\n");
       if (o_.roce) std::printf(" GID: %s\n", gid_string(d.gid).c_str());
     };
@@ -791,7 +820,7 @@ class Perftest {
   // ---- the roles ----------------------------------------------------------------------------
 
   bool serve() {
-    if (o_.roce) return tcp_accept() && session_roce();
+    if (oob()) return tcp_accept() && session_roce();
     // One listener for both connections, up the whole time.
     if (dev_->listen(o_.port, [this](ConnRequest* r, const ConnRequestInfo& info) {
           std::lock_guard lk(mu_);
@@ -823,7 +852,7 @@ class Perftest {
   }
 
   bool drive() {
-    if (o_.roce) return tcp_connect() && session_roce();
+    if (oob()) return tcp_connect() && session_roce();
     if (!connect_retry(comm_qp_, "control", true) || !prefix()) return false;
     if (!connect_retry(data_qp_, "data", false)) return false;
     if (!xchg_dest(false) || !xchg_dest(true) || !xchg_dest(true) || !xchg_dest(true)) return false;  // X6..X9
@@ -834,7 +863,7 @@ class Perftest {
       return xchg_dest(true);  // X11
     }
     Report mine{};
-    if (!(o_.tool == Tool::write_bw ? run_writes(mine) : run_reads(mine))) return false;
+    if (!run_client(mine)) return false;
     if (!xchg_dest(true)) return false;  // X10
     print_bw(mine);
     Report theirs{};
@@ -860,7 +889,7 @@ class Perftest {
       ok = ok && xchg_dest(true);                         // Y14
     } else {
       Report mine{}, theirs{};
-      ok = o_.tool == Tool::write_bw ? run_writes(mine) : run_reads(mine);
+      ok = run_client(mine);
       ok = ok && xchg_dest(true);  // Y8
       if (ok) print_bw(mine);
       ok = ok && xchg_report(mine, theirs) && xchg_dest(true);  // Y9..Y13, Y14
@@ -886,8 +915,8 @@ class Perftest {
     if (const Status st = dev_->roce_connect(data_qp_, peer, ord, ird); st != Status::ok)
       return fail("cannot connect the data QP to QPN 0x" + std::to_string(peer.qpn) + ": " +
                   std::string(to_string(st))) == 0;
-    if (o_.tool == Tool::read_bw) {
-      if (ord == 0) return fail("the peer takes no RDMA Read (its out_reads is 0)") == 0;
+    if (takes_ord()) {
+      if (ord == 0) return fail("the peer takes no RDMA Read or atomic (its out_reads is 0)") == 0;
       window_ = std::min(window_, ord);
     }
     if (o_.verbose)
@@ -1003,6 +1032,16 @@ class Perftest {
 
   bool run_writes(Report& r) { return run_bw(SendOpcode::rdma_write, r); }
 
+  bool run_client(Report& r) {
+    switch (o_.tool) {
+      case Tool::write_bw: return run_writes(r);
+      case Tool::read_bw: return run_reads(r);
+      case Tool::atomic_bw: return run_atomics(r);
+      case Tool::send_lat: break;
+    }
+    return false;
+  }
+
   bool run_reads(Report& r) {
     if (o_.prime_remote) {
       // Our pattern into the peer's buffer first (not timed), so that every Read has a known answer.
@@ -1088,6 +1127,182 @@ class Perftest {
     return true;
   }
 
+  // ---- atomic_bw ------------------------------------------------------------------------------
+
+  // perftest's atomic_bw (run_iter_bw with ATOMIC): 8-byte atomics on the peer's buffer, the k-th
+  // at offset (k mod slots) * cache line, slots = cycle buffer / cache line (64 on 4 KiB pages);
+  // FETCH_AND_ADD adds 1 (ATOMIC_ADD_VALUE), CMP_AND_SWAP compares 0 and swaps 0. Ours: the same
+  // FetchAdds; our CmpSwaps compare the value the previous one left in the slot and swap in
+  // swap_value(k), so that after a slot's first (compare 0) every CmpSwap must succeed.
+  std::size_t atomic_slots() const { return cycle_ / std::max(size_, cache_line_); }
+  static std::uint64_t swap_value(std::uint64_t k) { return 0xC5A9000000000000ull + k; }
+  std::uint64_t initial_word(std::size_t off) const {  // softrnic's pattern as the u64 at `off`
+    std::array<std::uint8_t, 8> b{};
+    for (std::size_t i = 0; i < 8; ++i) b[i] = pattern(off + i);
+    std::uint64_t v = 0;
+    std::memcpy(&v, b.data(), 8);
+    return v;
+  }
+
+  bool run_atomics(Report& r) {
+    const std::size_t slots = atomic_slots();
+    if (window_ > slots) return fail("more atomics outstanding than the buffer has slots") == 0;
+    const bool cs = o_.cmp_swap;
+    // per slot: whether we know the value the target holds (after our last operation on it), and it
+    std::vector<bool> known(slots, false);
+    std::vector<std::uint64_t> cur(slots, 0), compare(iters_, 0);
+    std::vector<Clock::time_point> tposted(iters_), tdone(iters_);
+    std::uint64_t posted = 0, done = 0, swapped = 0;
+    const auto end_of = [&] { return Clock::now() + step(); };
+    auto deadline = end_of();
+    while (done < iters_) {
+      // (op k - slots, the previous one on k's slot, completed: at most window_ <= slots outstanding)
+      while (posted < iters_ && posted - done < window_) {
+        const std::size_t off = offset_of(posted), slot = off / std::max(size_, cache_line_);
+        std::uint8_t* sink = recv_slot(posted % window_);
+        std::memset(sink, kFill, kAtomicSize);
+        const Sge sg{data_stag_, addr_of(sink), kAtomicSize};
+        SendWr wr;
+        wr.wr_id = posted;
+        wr.opcode = cs ? SendOpcode::cmp_swap : SendOpcode::fetch_add;
+        wr.sgl = {&sg, 1};
+        wr.rkey = rem_.rkey;
+        wr.remote_addr = rem_.vaddr + off;
+        if (cs) {
+          compare[posted] = known[slot] ? cur[slot] : 0;
+          wr.compare_add = compare[posted];
+          wr.swap = swap_value(posted);
+        } else {
+          wr.compare_add = kAtomicAdd;
+        }
+        tposted[posted] = Clock::now();
+        if (const Status st = dev_->post_send(data_qp_, wr); st != Status::ok)
+          return fail("post_send " + std::to_string(posted) + ": " + std::string(to_string(st))) == 0;
+        ++posted;
+      }
+      Wc wc;
+      if (dev_->poll_cq(data_scq_, {&wc, 1}) == 0) {
+        if (Clock::now() >= deadline) return fail("timed out waiting for a completion") == 0;
+        idle(10us);
+        continue;
+      }
+      deadline = end_of();
+      const std::string what = std::string(cs ? "CmpSwap " : "FetchAdd ") + std::to_string(wc.wr_id);
+      if (wc.status != WcStatus::success) return fail(what + ": " + std::string(to_string(wc.status))) == 0;
+      if (wc.wr_id != done) return fail("completion out of order: " + std::to_string(wc.wr_id)) == 0;
+      if (wc.opcode != (cs ? WcOpcode::cmp_swap : WcOpcode::fetch_add))
+        return fail(what + ": completed as another operation") == 0;
+      tdone[done] = Clock::now();
+      const std::size_t off = offset_of(done), slot = off / std::max(size_, cache_line_);
+      std::uint64_t orig = 0;
+      std::memcpy(&orig, recv_slot(done % window_), kAtomicSize);
+      // the value found: the one we predicted (the previous op on the slot), or with a known
+      // source (the peer is softrnic_perftest) its pattern for the slot's first
+      const bool first = !known[slot];
+      const std::uint64_t want = first ? initial_word(off) : cur[slot];
+      if ((!first || o_.expect_pattern) && orig != want) {
+        char b[160];
+        std::snprintf(b, sizeof b, ": at offset %zu found 0x%016llx, expected 0x%016llx", off,
+                      static_cast<unsigned long long>(orig), static_cast<unsigned long long>(want));
+        return fail(what + b) == 0;
+      }
+      if (cs) {
+        if (orig == compare[done]) ++swapped;
+        cur[slot] = orig == compare[done] ? swap_value(done) : orig;
+      } else {
+        cur[slot] = orig + kAtomicAdd;
+      }
+      known[slot] = true;
+      ++done;
+    }
+    const double total = usec(tdone[iters_ - 1] - tposted[0]);
+    double best = 1e300;
+    for (std::uint64_t k = 0; k < iters_; ++k) best = std::min(best, usec(tdone[k] - tposted[k]));
+    constexpr double kMB = 1 << 20;
+    r.size = size_;
+    r.iters = iters_;
+    r.avg = total > 0 ? static_cast<double>(size_) * static_cast<double>(iters_) / kMB / (total / 1e6) : 0;
+    r.peak = best > 0 ? static_cast<double>(size_) / kMB / (best / 1e6) : 0;
+    r.rate = total > 0 ? static_cast<double>(iters_) / total : 0;
+    const std::uint64_t used = std::min<std::uint64_t>(iters_, slots);
+    const std::string firsts = o_.expect_pattern ? "softrnic's pattern" : "the peer's, unchecked";
+    if (cs)
+      verdict_ = "data verified (" + std::to_string(iters_) + " CmpSwaps on " + std::to_string(used) + " slots, " +
+                 std::to_string(swapped) +
+                 " swapped: each after a slot's first found the value swapped in before it; the first ones " + firsts +
+                 ")";
+    else
+      verdict_ = "data verified (" + std::to_string(iters_) + " FetchAdds of " + std::to_string(kAtomicAdd) + " on " +
+                 std::to_string(used) + " slots: each after a slot's first found the value before it plus " +
+                 std::to_string(kAtomicAdd) + "; the first ones " + firsts + ")";
+    return true;
+  }
+
+  // atomic_bw server: each slot's u64 is what the client's operations leave there, and nothing
+  // else changed. FetchAdd: the slot's pattern value plus 1 per operation on it (together the
+  // client's iterations). CmpSwap: from perftest (compare 0, swap 0) against our nonzero words
+  // unchanged; from softrnic_perftest (--expect-pattern) the last value swapped in.
+  void check_atomics() {
+    const std::size_t slots = atomic_slots(), inc = std::max(size_, cache_line_);
+    std::vector<bool> word(region_, false);
+    std::uint64_t sum = 0, changed = 0;
+    for (std::size_t s = 0; s < slots && s < iters_; ++s) {
+      const std::size_t off = s * inc;
+      for (std::size_t i = 0; i < kAtomicSize; ++i) word[off + i] = true;
+      const std::uint64_t n = iters_ / slots + (s < iters_ % slots ? 1 : 0);
+      const std::uint64_t last = s + (n - 1) * slots;  // the slot's last operation
+      const std::uint64_t init = initial_word(off);
+      std::uint64_t want = init;
+      if (!o_.cmp_swap)
+        want = init + n * kAtomicAdd;
+      else if (o_.expect_pattern && n >= 2)
+        want = swap_value(last);
+      std::uint64_t got = 0;
+      std::memcpy(&got, remote() + off, 8);
+      if (got != want) {
+        char b[200];
+        std::snprintf(b, sizeof b, "slot %zu (offset %zu, %llu operations): holds 0x%016llx, expected 0x%016llx", s,
+                      off, static_cast<unsigned long long>(n), static_cast<unsigned long long>(got),
+                      static_cast<unsigned long long>(want));
+        fail(b);
+        verdict_ok_ = false;
+        return;
+      }
+      sum += got - init;
+      if (got != init) ++changed;
+    }
+    std::size_t stray = 0;
+    for (std::size_t i = 0; i < region_; ++i)
+      if (!word[i] && remote()[i] != pattern(i)) ++stray;
+    for (std::size_t i = 0; i < kGuard; ++i) {
+      if (data_mem_[i] != kFill) ++stray;
+      if (remote()[region_ + i] != kFill) ++stray;
+    }
+    if (stray) {
+      fail(std::to_string(stray) + " bytes outside the atomics' 8-byte words changed");
+      verdict_ok_ = false;
+      return;
+    }
+    const QpCounters c = dev_->qp_counters(data_qp_);
+    if (c.tx_frames < iters_) {
+      fail("the data QP sent " + std::to_string(c.tx_frames) + " frames, fewer than the " + std::to_string(iters_) +
+           " Atomic Acknowledges");
+      verdict_ok_ = false;
+      return;
+    }
+    const std::size_t used = std::min<std::size_t>(slots, iters_);
+    if (!o_.cmp_swap)
+      verdict_ = "data verified (" + std::to_string(used) + " slots each grew by its FetchAdds, " +
+                 std::to_string(sum) + " in all = the " + std::to_string(iters_) + " adds of " +
+                 std::to_string(kAtomicAdd) + "; the rest and the guards intact; " + std::to_string(c.tx_frames) +
+                 " frames sent)";
+    else
+      verdict_ = "data verified (" + std::to_string(used) + " slots after " + std::to_string(iters_) +
+                 " CmpSwaps: " + std::to_string(changed) + " changed, " +
+                 (o_.expect_pattern ? "each to the last value swapped in" : "none may (compare 0, swap 0)") +
+                 "; the rest and the guards intact; " + std::to_string(c.tx_frames) + " frames sent)";
+  }
+
   bool xchg_report(const Report& mine, Report& theirs) {
     std::array<std::uint8_t, 8> out{}, in{};
     put64(out.data(), mine.size);
@@ -1128,11 +1343,10 @@ class Perftest {
   // Send nothing more; wait for the peer to close both connections (perftest closes first in
   // both roles; closing under siw's last Send can fail it), then close what is left.
   void teardown() {
-    if (o_.roce) {  // no connection events: the exchange's end was the end
+    if (oob()) {  // no connection events: the exchange's end was the end
       if (sock_ >= 0) ::close(sock_);
       sock_ = -1;
-      if (o_.server && o_.tool == Tool::write_bw && done_ok_) check_written();
-      if (o_.server && o_.tool == Tool::read_bw && done_ok_) check_served();
+      check_server();
       return;
     }
     const double pc = o_.peer_close >= 0 ? o_.peer_close : (o_.server ? 30 : 15);
@@ -1153,8 +1367,15 @@ class Perftest {
     cv_.wait_for(lk, 3s, [&] { return closed_[comm_qp_] && (closed_[data_qp_] || !data_used); });
     lk.unlock();
     if (listening_) dev_->stop_listen(o_.port);
-    if (o_.server && o_.tool == Tool::write_bw && done_ok_) check_written();
-    if (o_.server && o_.tool == Tool::read_bw && done_ok_) check_served();
+    check_server();
+  }
+
+  // The server's verdict on its buffer, once the peer is done with it.
+  void check_server() {
+    if (!o_.server || !done_ok_) return;
+    if (o_.tool == Tool::write_bw) check_written();
+    if (o_.tool == Tool::read_bw) check_served();
+    if (o_.tool == Tool::atomic_bw) check_atomics();
   }
 
   // write_bw server: after the data connection ended (all Writes placed), the ranges the
@@ -1246,11 +1467,12 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "softrnic_perftest: perftest's -R (rdma_cm) exchange over softrnic's iWARP/MPA/TCP (peer: ib_send_lat, "
-      "ib_write_bw, ib_read_bw -R on siw), or with --roce its out-of-band TCP exchange over RoCEv2 (peer: the same "
-      "tools without -R on rxe)"};
-  app.add_option("tool", o.tool_name, "send_lat, write_bw or read_bw")
+      "ib_write_bw, ib_read_bw -R on siw), or with --roce over RoCEv2: its out-of-band TCP exchange (peer: the "
+      "tools and ib_atomic_bw without -R on rxe), with --roce -R its rdma_cm exchange over IB CM (peer: the tools "
+      "with -R on rxe)"};
+  app.add_option("tool", o.tool_name, "send_lat, write_bw, read_bw or atomic_bw (--roce only)")
       ->required()
-      ->check(CLI::IsMember({"send_lat", "write_bw", "read_bw"}));
+      ->check(CLI::IsMember({"send_lat", "write_bw", "read_bw", "atomic_bw"}));
   app.add_flag("-s,--server", o.server, "server");
   app.add_option("-c,--client", o.server_addr, "client: the server's address");
   app.add_option("-a", o.listen_addr, "server: the address to listen on (default 127.0.0.1)");
@@ -1260,7 +1482,8 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", o.iters, "iterations (default as perftest: 1000, write_bw 5000)");
   app.add_option("-S,--size", o.size, "message size (default as perftest: send_lat 2, bw 65536)")
       ->check(CLI::Range(1u, 1u << 24));
-  app.add_option("-o,--outs", o.out_reads, "read_bw: outstanding Reads (capped by softrnic's limit)")
+  app.add_option("-o,--outs", o.out_reads,
+                 "read_bw, atomic_bw: outstanding Reads / atomics (capped by softrnic's limit)")
       ->check(CLI::Range(1u, 128u));
   app.add_option("--timeout", o.step_timeout, "seconds for each message or completion (default 60)");
   app.add_option("--accept-timeout", o.accept_timeout, "server: seconds to wait for a connection request");
@@ -1272,8 +1495,14 @@ int main(int argc, char** argv) {
   app.add_flag("--prime-remote", o.prime_remote,
                "read_bw client: RDMA Write softrnic's pattern into the peer's buffer first, check every Read");
   app.add_flag("--roce", o.roce,
-               "RoCEv2 (UDP 4791 on the -a / --local address) with perftest's out-of-band TCP exchange (peer: "
+               "RoCEv2 (UDP 4791 on the -a / --local address); without -R perftest's out-of-band TCP exchange (peer: "
                "perftest without -R, with -x GID_INDEX, on rxe)");
+  app.add_flag("-R,--rdma_cm", o.rdma_cm,
+               "perftest's rdma_cm exchange (control and data connection through the CM on the port); always so "
+               "without --roce (iWARP), with --roce IB CM over QP1 (peer: perftest -R on rxe)");
+  std::string atomic_type = "FETCH_AND_ADD";
+  app.add_option("-A,--atomic_type", atomic_type, "atomic_bw: FETCH_AND_ADD (default) or CMP_AND_SWAP, as perftest")
+      ->check(CLI::IsMember({"FETCH_AND_ADD", "CMP_AND_SWAP"}));
   app.add_option("-m,--mtu", o.mtu, "--roce: our path MTU (the exchange takes the smaller of both sides')")
       ->check(CLI::IsMember({256u, 512u, 1024u, 2048u, 4096u}));
   app.add_flag("-v,--verbose", o.verbose, "print each exchange");
@@ -1288,7 +1517,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "softrnic_perftest: --prime-remote is for the read_bw client\n");
     return 2;
   }
-  o.tool = o.tool_name == "send_lat" ? Tool::send_lat : o.tool_name == "write_bw" ? Tool::write_bw : Tool::read_bw;
+  o.tool = o.tool_name == "send_lat"   ? Tool::send_lat
+           : o.tool_name == "write_bw" ? Tool::write_bw
+           : o.tool_name == "read_bw"  ? Tool::read_bw
+                                       : Tool::atomic_bw;
+  if (o.tool == Tool::atomic_bw && !o.roce) {
+    std::fprintf(stderr, "softrnic_perftest: atomic_bw needs --roce (softrnic's iWARP has no atomics)\n");
+    return 2;
+  }
+  if (!o.roce) o.rdma_cm = true;  // iWARP: rdma_cm only (-R may be given, as to perftest)
+  o.cmp_swap = atomic_type == "CMP_AND_SWAP";
   o.mpa = mpa.config();
   return Perftest(o).run();
 }
