@@ -13,7 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-fuzz
-targets=(frame ddp mpa ia_params pcap ethernet stateful)
+targets=(frame ddp mpa ia_params pcap ethernet stateful roce ib_cm)
 
 seconds=10 runs="" keep="" do_build=1
 while (($#)); do
