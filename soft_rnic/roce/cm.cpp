@@ -61,6 +61,14 @@ void send_from(RoceQp& s, std::uint32_t psn) {
   s.next_psn = s.tx_psn = s.una_psn = s.ack_through = psn;
 }
 
+cm::Dreq make_dreq(std::uint32_t local_comm, std::uint32_t remote_comm, std::uint32_t remote_qpn) {
+  cm::Dreq d;
+  d.local_comm_id = local_comm;
+  d.remote_comm_id = remote_comm;
+  d.remote_qpn = remote_qpn;
+  return d;
+}
+
 std::chrono::steady_clock::duration cm_backoff(int tries) {
   return std::min<std::chrono::steady_clock::duration>(kCmRetry * (1 << std::min(tries, 4)), kCmRetryMax);
 }
@@ -445,11 +453,7 @@ void Roce::send_queue_drained(Qp& qp) {
 
 void Roce::send_dreq(Qp& qp) {
   RoceQp& s = st(qp);
-  cm::Dreq d;
-  d.local_comm_id = s.local_comm;
-  d.remote_comm_id = s.remote_comm;
-  d.remote_qpn = s.peer_qpn;
-  send_cm(s.dst, d, s.tid, &s.mad);
+  send_cm(s.dst, make_dreq(s.local_comm, s.remote_comm, s.peer_qpn), s.tid, &s.mad);
   const auto now = Clock::now();
   s.cm = CmState::dreq_sent;
   s.cm_tries = 0;
@@ -491,11 +495,7 @@ void Roce::start_linger(Qp& qp, bool dreq) {
   const auto now = Clock::now();
   Linger l{s.dst, s.local_comm, s.remote_comm, s.peer_qpn, s.tid, dreq, 0, now, now + kLingerTime};
   if (dreq) {
-    cm::Dreq d;
-    d.local_comm_id = s.local_comm;
-    d.remote_comm_id = s.remote_comm;
-    d.remote_qpn = s.peer_qpn;
-    send_cm(s.dst, d, s.tid);
+    send_cm(s.dst, make_dreq(s.local_comm, s.remote_comm, s.peer_qpn), s.tid);
     l.next = now + kCmRetry;
   }
   lingers_.push_back(l);
@@ -533,11 +533,7 @@ void Roce::cm_sweep(Clock::time_point now) {
   last_sweep_ = now;
   for (Linger& l : lingers_) {
     if (!l.dreq || now < l.next) continue;
-    cm::Dreq d;
-    d.local_comm_id = l.local_comm;
-    d.remote_comm_id = l.remote_comm;
-    d.remote_qpn = l.remote_qpn;
-    send_cm(l.dst, d, l.tid);
+    send_cm(l.dst, make_dreq(l.local_comm, l.remote_comm, l.remote_qpn), l.tid);
     l.next = now + kCmRetry;
     if (++l.tries >= 4) l.dreq = false;
   }

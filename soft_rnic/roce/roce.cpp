@@ -50,6 +50,12 @@ void Roce::reset(Qp& qp) {
 void Roce::destroy(Qp& qp) {
   RoceQp& s = st(qp);
   if (s.connected && s.cm != CmState::idle) start_linger(qp, true);  // a DREQ tells the peer
+  forget(qp);
+}
+
+// The QP leaves the request it accepted, its timers and the ACKs waiting for this round.
+void Roce::forget(Qp& qp) {
+  RoceQp& s = st(qp);
   if (s.req) {
     s.req->qp = nullptr;
     drop_req(s.req);
@@ -73,13 +79,7 @@ void Roce::closed(Qp& qp) {
   RoceQp& s = st(qp);
   s.connected = false;
   s.cm = CmState::idle;
-  if (s.req) {
-    s.req->qp = nullptr;
-    drop_req(s.req);
-    s.req = nullptr;
-  }
-  timers_.cancel(qp.qpn);
-  std::erase(ack_list_, &qp);
+  forget(qp);
 }
 
 void Roce::close_all() {

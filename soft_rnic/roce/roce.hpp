@@ -213,6 +213,7 @@ class Roce final : public Transport, public engine::Pollable {
   void timers(Clock::time_point now);
   void rearm(Qp& qp);
   void break_qp(Qp& qp, std::string reason);
+  void forget(Qp& qp);
 
   // requester.cpp
   void pump(Qp& qp);

@@ -424,28 +424,9 @@ if [[ $tool == dapltest_* ]]; then
   done
 fi
 if [[ $tool == rping ]]; then
-  # rping's pattern (librdmacm/examples/rping.c, rping_test_client): "rdma-ping-N: ", then the
-  # characters 65..122 rolling from 65 + N % 58, the buffer's last byte NUL. Every iteration's
-  # line of the server must show exactly that (the server read it by RDMA Read), and the client
-  # must print as many lines (its own -V comparison passed for each).
-  if [[ $role == softrnic_client ]]; then srvlog=$share/guest.log clilog=$work/host.log; else srvlog=$work/host.log clilog=$share/guest.log; fi
-  want=$(python3 - "$rping_n" "$rping_size" <<'PY'
-import sys
-n, size = int(sys.argv[1]), int(sys.argv[2])
-for ping in range(n):
-    s = "rdma-ping-%d: " % ping
-    c = 65 + ping % 58
-    while len(s) < size - 1:
-        s += chr(c); c = 65 if c == 122 else c + 1
-    print("server ping data: " + s)
-PY
-)
-  got=$(grep '^server ping data: ' "$srvlog" 2>/dev/null || true)
-  [[ $got == "$want" ]] || { ok=0; why+=("the server's ping data differ from rping's pattern ($(diff <(echo "$want") <(echo "$got") | head -3 | tr '\n' ' '))"); }
-  nc=$(grep -c '^ping data: rdma-ping-' "$clilog" 2>/dev/null || true)
-  [[ $nc == "$rping_n" ]] || { ok=0; why+=("the client printed $nc ping lines, not $rping_n"); }
-  if grep -Eq 'mismatch|error|failed' "$srvlog" "$clilog" 2>/dev/null; then
-    ok=0; why+=("error line: $(grep -Ehm1 'mismatch|error|failed' "$srvlog" "$clilog")")
+  rping_check "$role" "$share" "$work" "$rping_n" "$rping_size"
+  if grep -Eq 'mismatch|error|failed' "$share/guest.log" "$work/host.log" 2>/dev/null; then
+    ok=0; why+=("error line: $(grep -Ehm1 'mismatch|error|failed' "$share/guest.log" "$work/host.log")")
   fi
 fi
 if [[ $tool == perftest_* ]]; then

@@ -47,3 +47,28 @@ referee_prepare() {
   flock -u 9
 }
 referee_have_image() { [[ -s $cache/vmlinuz && -s $cache/initrd.cpio.gz ]]; }
+
+# rping_check ROLE SHARE WORK N SIZE: rping's pattern (librdmacm/examples/rping.c,
+# rping_test_client): "rdma-ping-N: ", then the characters 65..122 rolling from 65 + N % 58, the
+# buffer's last byte NUL. Every iteration's line of the server must show exactly that (it read it
+# by RDMA Read), and the client must print as many lines (its own -V passed for each). Sets ok=0
+# and appends to why on a difference.
+rping_check() {
+  local role=$1 share=$2 work=$3 n=$4 size=$5 srvlog clilog want got nc
+  if [[ $role == softrnic_client ]]; then srvlog=$share/guest.log clilog=$work/host.log; else srvlog=$work/host.log clilog=$share/guest.log; fi
+  want=$(python3 - "$n" "$size" <<'PY'
+import sys
+n, size = int(sys.argv[1]), int(sys.argv[2])
+for ping in range(n):
+    s = "rdma-ping-%d: " % ping
+    c = 65 + ping % 58
+    while len(s) < size - 1:
+        s += chr(c); c = 65 if c == 122 else c + 1
+    print("server ping data: " + s)
+PY
+)
+  got=$(grep '^server ping data: ' "$srvlog" 2>/dev/null || true)
+  [[ $got == "$want" ]] || { ok=0; why+=("the server's ping data differ from rping's pattern ($(diff <(echo "$want") <(echo "$got") | head -3 | tr '\n' ' '))"); }
+  nc=$(grep -c '^ping data: rdma-ping-' "$clilog" 2>/dev/null || true)
+  [[ $nc == "$n" ]] || { ok=0; why+=("the client printed $nc ping lines, not $n"); }
+}

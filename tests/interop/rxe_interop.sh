@@ -456,25 +456,7 @@ print("OK %d successive pairs on %d words agree%s (%d requests, %d Atomic Acknow
   fi
 fi
 if [[ $tool == rping ]]; then
-  # rping's pattern (librdmacm/examples/rping.c): "rdma-ping-N: ", then the characters 65..122
-  # rolling from 65 + N % 58; the server's line for every ping must be exactly that, and the
-  # client must print as many lines.
-  if [[ $role == softrnic_client ]]; then srvlog=$share/guest.log clilog=$work/host.log; else srvlog=$work/host.log clilog=$share/guest.log; fi
-  want=$(python3 - "$rping_n" "$rping_size" <<'PY'
-import sys
-n, size = int(sys.argv[1]), int(sys.argv[2])
-for ping in range(n):
-    s = "rdma-ping-%d: " % ping
-    c = 65 + ping % 58
-    while len(s) < size - 1:
-        s += chr(c); c = 65 if c == 122 else c + 1
-    print("server ping data: " + s)
-PY
-)
-  got=$(grep '^server ping data: ' "$srvlog" 2>/dev/null || true)
-  [[ $got == "$want" ]] || { ok=0; why+=("the server's ping data differ from rping's pattern"); }
-  nc=$(grep -c '^ping data: rdma-ping-' "$clilog" 2>/dev/null || true)
-  [[ $nc == "$rping_n" ]] || { ok=0; why+=("the client printed $nc ping lines, not $rping_n"); }
+  rping_check "$role" "$share" "$work" "$rping_n" "$rping_size"
 fi
 # every RoCEv2 packet on the link (ours and rxe's) must carry a valid ICRC
 cap=$work/cap-rxe.pcap

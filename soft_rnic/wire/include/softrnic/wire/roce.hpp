@@ -238,7 +238,8 @@ bool icrc_ok(const IcrcAddr& a, std::span<const std::uint8_t> udp_payload);
 // length); a corrupted packet passes with probability 2^-16 instead of 2^-32.
 bool icrc_ok_any_id(IcrcAddr a, std::span<const std::uint8_t> udp_payload, std::uint16_t& ip_id);
 
-// PSN arithmetic modulo 2^24: a - b as a signed distance in (-2^23, 2^23].
+// PSN arithmetic modulo 2^24: a - b as a signed distance in [-2^23, 2^23) (exactly half-way
+// counts as behind: fuzz corpus regress_psn_diff_halfway).
 inline std::int32_t psn_diff(std::uint32_t a, std::uint32_t b) {
   return static_cast<std::int32_t>((a - b) << 8) >> 8;
 }
