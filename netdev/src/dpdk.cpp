@@ -281,6 +281,7 @@ class DpdkNetdev final : public Netdev {
   }
 
   NetAddr local_addr() const override { return {ip_, udp_port_}; }
+  std::uint16_t source_port(std::uint16_t wanted) override { return wanted ? wanted : udp_port_; }  // written per frame
   std::size_t max_datagram() const override { return max_dgram_; }
   std::size_t rx_buffer_bytes() const override { return std::size_t{rx_desc_} * max_dgram_; }
   NetdevStats stats() const override { return stats_.snapshot(); }
@@ -299,7 +300,7 @@ class DpdkNetdev final : public Netdev {
         queue_unresolved(f);
         continue;
       }
-      out.add(build_udp(f.to, it->second.mac, {f.head, f.body, f.tail}));
+      out.add(build_udp(f.to, it->second.mac, {f.head, f.body, f.tail}, f.from_port));
     }
     out.flush();
     if (!pending_.empty()) service_arp(Clock::now());  // (no clock read per frame otherwise)
@@ -407,7 +408,7 @@ class DpdkNetdev final : public Netdev {
     bool is_static = false;
   };
   struct Pending {
-    std::deque<std::pair<NetAddr, std::vector<std::uint8_t>>> frames;
+    std::deque<std::tuple<NetAddr, std::vector<std::uint8_t>, std::uint16_t>> frames;  // to, bytes, from port
     int tries = 0;
     Clock::time_point next{};
   };
@@ -715,7 +716,8 @@ class DpdkNetdev final : public Netdev {
     return true;
   }
 
-  rte_mbuf* build_udp(NetAddr to, const eth::Mac& dst_mac, std::initializer_list<std::span<const std::uint8_t>> parts) {
+  rte_mbuf* build_udp(NetAddr to, const eth::Mac& dst_mac, std::initializer_list<std::span<const std::uint8_t>> parts,
+                      std::uint16_t from_port = 0) {
     std::size_t len = 0;
     for (auto p : parts) len += p.size();
     rte_mbuf* m = rte_pktmbuf_alloc(pool_);
@@ -738,7 +740,7 @@ class DpdkNetdev final : public Netdev {
       q += part.size();
     }
     if (flen > eth::kUdpHeaders + len) std::memset(q, 0, flen - eth::kUdpHeaders - len);
-    const eth::UdpFrameAddrs a{mac_, dst_mac, {ip_, udp_port_}, to};
+    const eth::UdpFrameAddrs a{mac_, dst_mac, {ip_, from_port ? from_port : udp_port_}, to};
     // (RoCEv2: IP ID 0, as a kernel socket sends DF datagrams: the ICRC covers it.)
     eth::write_udp_headers(p, a, id_zero_ ? 0 : ip_id_++, {std::span<const std::uint8_t>(p + eth::kUdpHeaders, len)});
     m->hash.usr = static_cast<std::uint32_t>(len);
@@ -824,7 +826,7 @@ class DpdkNetdev final : public Netdev {
     std::vector<std::uint8_t> bytes;
     bytes.reserve(f.size());
     for (auto part : {f.head, f.body, f.tail}) bytes.insert(bytes.end(), part.begin(), part.end());
-    pd.frames.emplace_back(f.to, std::move(bytes));
+    pd.frames.emplace_back(f.to, std::move(bytes), f.from_port);
     c_.arp_queued++;
     if (pd.tries == 0) {
       pd.next = Clock::now();  // the first request goes out now
@@ -868,7 +870,7 @@ class DpdkNetdev final : public Netdev {
     auto frames = std::move(pit->second.frames);
     pending_.erase(pit);
     TxBatch out(*this);
-    for (auto& [to, bytes] : frames) out.add(build_udp(to, dst, {std::span<const std::uint8_t>(bytes)}));
+    for (auto& [to, bytes, from] : frames) out.add(build_udp(to, dst, {std::span<const std::uint8_t>(bytes)}, from));
     out.flush();
   }
 

@@ -24,6 +24,7 @@
 #include <boost/asio/ip/udp.hpp>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -75,6 +76,7 @@ class UdpNetdev final : public Netdev {
   }
   ~UdpNetdev() override {
     for (std::size_t i = 0; i < npeers_; ++i) ::close(peers_[i].fd);
+    for (const auto& [port, fd] : src_socks_) ::close(fd);
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
 
@@ -122,6 +124,7 @@ class UdpNetdev final : public Netdev {
     // ICMP errors for datagrams sent from the unconnected socket too (a connection request to a
     // port where nothing listens, a host that is gone): read from its error queue.
     ::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
+    dont_fragment_ = cfg.dont_fragment;
     if (cfg.dont_fragment) {
       const int pmtu = IP_PMTUDISC_DO;
       if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0) {
@@ -144,9 +147,38 @@ class UdpNetdev final : public Netdev {
   NetAddr local_addr() const override { return local_; }
   std::size_t max_datagram() const override { return max_dgram_; }
 
+  std::uint16_t source_port(std::uint16_t wanted) override {
+    // A send-only socket bound to that port (DF, checksum 0 as the main socket), made once.
+    if (!dont_fragment_ || wanted == 0 || wanted == local_.port) return local_.port;
+    if (src_socks_.count(wanted)) return wanted;
+    if (src_socks_.size() >= kMaxSourcePorts) return local_.port;
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return local_.port;
+    const sockaddr_in me = to_sockaddr(NetAddr{local_.ip, wanted});
+    const int pmtu = IP_PMTUDISC_DO, one = 1;
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&me), sizeof me) != 0 ||
+        ::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0) {
+      ::close(fd);
+      return local_.port;  // taken (another process's QP hashed to it): our own port serves
+    }
+    ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
+    set_buffers(fd, socket_buffer_);
+    src_socks_[wanted] = fd;
+    return wanted;
+  }
+
   std::size_t tx_burst(std::span<const TxFrame> frames) override {
     std::size_t done = 0;
     while (done < frames.size()) {
+      if (const std::uint16_t from = frames[done].from_port; from && from != local_.port) {
+        // From a source port of its own (source_port): one at a time, on that port's socket.
+        const auto it = src_socks_.find(from);
+        if (it != src_socks_.end()) {
+          if (!send_one(frames[done], nullptr, it->second)) break;
+          done++;
+          continue;
+        }
+      }
       // A run of frames to one destination goes in one sendmmsg, on the peer's own socket when
       // it has one.
       const NetAddr to = frames[done].to;
@@ -306,8 +338,8 @@ class UdpNetdev final : public Netdev {
 
   // Sends one frame: small ones gathered into one buffer for send/sendto, larger ones with
   // sendmsg. False when the socket is full (the caller stops there).
-  bool send_one(const TxFrame& f, const Peer* peer) {
-    const int fd = peer ? peer->fd : socket_.native_handle();
+  bool send_one(const TxFrame& f, const Peer* peer, int fd_override = -1) {
+    const int fd = fd_override >= 0 ? fd_override : peer ? peer->fd : socket_.native_handle();
     const sockaddr_in dst = to_sockaddr(f.to);
     const auto* name = peer ? nullptr : reinterpret_cast<const sockaddr*>(&dst);
     const socklen_t namelen = peer ? 0 : sizeof dst;
@@ -459,7 +491,11 @@ class UdpNetdev final : public Netdev {
   std::array<std::uint8_t, 2048> tx_gather_;  // a lone small frame, made contiguous
   bool rx_single_ = true;                     // the next receive reads one datagram (see receive)
   bool drain_main_ = false;                   // a peer got its own socket: read the main one until empty first
-  bool share_port_ = false;                   // the main socket lets per-peer sockets bind its address
+  bool share_port_ = false;
+  bool dont_fragment_ = false;                         // DF datagrams (RoCEv2): source_port() may open sockets
+  static constexpr std::size_t kMaxSourcePorts = 256;  // send sockets of source_port()
+  std::map<std::uint16_t, int>
+      src_socks_;  // their fds by port                   // the main socket lets per-peer sockets bind its address
   int socket_buffer_ = 0;
   std::array<Peer, kMaxConnectedPeers> peers_{};
   std::size_t npeers_ = 0;

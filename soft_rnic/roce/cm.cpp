@@ -85,10 +85,10 @@ void Roce::send_mad(NetAddr to, std::span<const std::uint8_t> mad) {
   std::array<std::uint8_t, w::kMaxHeaderLen> hdr;
   const std::size_t hl = w::build_headers(p, mad.size(), hdr);
   const std::span<const std::uint8_t> pieces[] = {{hdr.data(), hl}, mad};
-  const std::uint32_t crc = w::icrc(w::IcrcAddr{self_.ip, to.ip, self_.port, to.port, 0, 0x4000}, pieces);
+  const std::uint32_t crc = w::icrc(w::IcrcAddr{self_.ip, to.ip, gsi_sport_, to.port, 0, 0x4000}, pieces);
   std::array<std::uint8_t, 4> tail;
   for (std::size_t i = 0; i < 4; ++i) tail[i] = static_cast<std::uint8_t>(crc >> (8 * i));
-  const netdev::TxFrame f{to, {hdr.data(), hl}, mad, tail};
+  const netdev::TxFrame f{to, {hdr.data(), hl}, mad, tail, gsi_sport_};
   nd_.tx_burst({&f, 1});
 }
 
@@ -196,6 +196,7 @@ void Roce::on_rep(const cm::MadHdr& h, const cm::Rep& m) {
   s.cm = CmState::established;
   qp.state = QpState::rts;
   qp.cm = CmPhase::connected;
+  pick_source_port(qp, w::cm_flow_label(qp.local.port, qp.peer.port));  // the flow label our REQ carried
   cm::Rtu rtu;
   rtu.local_comm_id = s.local_comm;
   rtu.remote_comm_id = s.remote_comm;
@@ -313,6 +314,7 @@ Status Roce::accept(ConnRequest* creq, Qp& qp, std::span<const std::uint8_t> pd)
   s.retry_left = ctx_.cfg.roce.retry_cnt;
   s.rnr_left = ctx_.cfg.roce.rnr_retry;
   qp.ord = std::min<std::uint32_t>(qp.ord, r->req.responder_resources);
+  pick_source_port(qp, r->req.primary.flow_label);
   cm::Rep rep;
   rep.local_comm_id = s.local_comm;
   rep.remote_comm_id = s.remote_comm;

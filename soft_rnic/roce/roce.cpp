@@ -27,6 +27,7 @@ Roce::Roce(Ctx& ctx, netdev::Netdev& nd) : ctx_(ctx), nd_(nd), self_(nd.local_ad
   const std::size_t cap = nd_.max_datagram();
   rx_bufs_.resize(kRxBurst * cap);
   rx_frames_.resize(kRxBurst);
+  gsi_sport_ = nd_.source_port(w::source_port_of(w::kGsiQpn));
   for (std::size_t i = 0; i < kRxBurst; ++i) rx_frames_[i] = netdev::RxFrame{{}, rx_bufs_.data() + i * cap, cap, 0};
 }
 
@@ -115,6 +116,7 @@ Status Roce::connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, 
   s.rnr_left = ctx_.cfg.roce.rnr_retry;
   qp.peer = s.dst;
   qp.local = self_;
+  pick_source_port(qp, 0);
   qp.ord = ord;
   qp.ird = ird;
   qp.state = QpState::rts;
@@ -207,7 +209,8 @@ bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint6
   }
   const std::size_t pad = w::pad_of(len);
   std::array<std::uint8_t, 8> tail{};
-  const w::IcrcAddr a{self_.ip, s_dst(qp).ip, self_.port, s_dst(qp).port, 0, 0x4000};
+  const std::uint16_t sport = st(qp).sport ? st(qp).sport : self_.port;
+  const w::IcrcAddr a{self_.ip, s_dst(qp).ip, sport, s_dst(qp).port, 0, 0x4000};
   // The payload is read here first, straight from registered memory: a region unmapped meanwhile
   // faults here and fails the request instead of the process.
   struct Args {
@@ -225,7 +228,7 @@ bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint6
     return false;
   }
   for (std::size_t i = 0; i < 4; ++i) tail[pad + i] = static_cast<std::uint8_t>(args.crc >> (8 * i));
-  const netdev::TxFrame f{s_dst(qp), {hdr.data(), hl}, body, {tail.data(), pad + w::kIcrcLen}};
+  const netdev::TxFrame f{s_dst(qp), {hdr.data(), hl}, body, {tail.data(), pad + w::kIcrcLen}, sport};
   nd_.tx_burst({&f, 1});
   qp.ctr.tx_frames++;
   return true;
@@ -258,6 +261,11 @@ void Roce::rearm(Qp& qp) {
   if (!s.connected) return;
   if (!s.jobs.empty()) timers_.arm(qp.qpn, Clock::now());  // Read responses still to send
   if (!s.reqs.empty()) timers_.arm(qp.qpn, s.rnr_wait ? s.rnr_until : s.progress_at + ack_timeout_);
+}
+
+void Roce::pick_source_port(Qp& qp, std::uint32_t flow_label) {
+  RoceQp& s = st(qp);
+  s.sport = nd_.source_port(w::source_port_of(flow_label, qp.qpn, s.peer_qpn));
 }
 
 void Roce::break_qp(Qp& qp, std::string reason) {

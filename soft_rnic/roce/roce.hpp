@@ -84,7 +84,8 @@ enum class CmState : std::uint8_t { idle, req_sent, rep_sent, established, dreq_
 
 struct RoceQp final : TransportQp {
   bool connected = false;
-  NetAddr dst{};  // where its packets go: the peer's address, the RoCEv2 port
+  NetAddr dst{};            // where its packets go: the peer's address, the RoCEv2 port
+  std::uint16_t sport = 0;  // the UDP source port its packets leave from (0: the netdev's own)
   std::uint32_t peer_qpn = 0;
   std::uint32_t mtu = 1024;
   std::uint32_t init_psn = 0;  // our first PSN (24 bits)
@@ -190,6 +191,9 @@ class Roce final : public Transport, public engine::Pollable {
 
   // The peer's address on the wire (the device's own port: every RoCEv2 node receives on 4791).
   NetAddr wire_addr(std::uint32_t ip) const { return NetAddr{ip, self_.port}; }
+  // The QP's UDP source port, as rxe picks it from the path's flow label (0: from both QPNs),
+  // when the netdev can send from it.
+  void pick_source_port(Qp& qp, std::uint32_t flow_label);
 
   // engine::Pollable
   std::size_t poll(std::optional<Clock::time_point> now) override;
@@ -271,7 +275,8 @@ class Roce final : public Transport, public engine::Pollable {
       listeners_;               // by rdma_cm port: conn_qual, callback
   std::vector<Request*> reqs_;  // received, not yet accepted or rejected (or accepted, waiting for the RTU)
   std::vector<Linger> lingers_;
-  std::uint32_t gsi_psn_ = 0;  // QP1's send PSN
+  std::uint32_t gsi_psn_ = 0;    // QP1's send PSN
+  std::uint16_t gsi_sport_ = 0;  // QP1's UDP source port
   Clock::time_point last_sweep_{};
   std::vector<Qp*> ack_list_;
   std::vector<std::uint8_t> rx_bufs_, tx_gather_;

@@ -460,6 +460,13 @@ TEST_F(RoceCm, LossyLinkStillConnectsAndCloses) {
     ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc, 10000ms));
     EXPECT_EQ(wc.wr_id, static_cast<std::uint64_t>(i));
   }
+  // Every Send acknowledged before b goes (else a retries into a closed QP, and with its fast
+  // timeout may break before the DREQ, lost 30 % of the time too, reaches it).
+  for (int i = 0; i < 20; ++i) {
+    Wc wc;
+    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc, 10000ms));
+    EXPECT_EQ(wc.status, WcStatus::success);
+  }
   ASSERT_EQ(b.dev->disconnect(b.qp, false), Status::ok);
   CmEvent ev;
   ASSERT_TRUE(b.sink.wait_event(ev));

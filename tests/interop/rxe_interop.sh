@@ -108,7 +108,7 @@ case $tool in
     else h_ok="softrnic_rping: served $rping_n pings, data validated"; fi
     ;;
   perftest_send_lat|perftest_write_bw|perftest_read_bw|perftest_atomic_bw|perftest_atomic_bw_cas|\
-  perftest_send_lat_cm|perftest_write_bw_cm|perftest_read_bw_cm)
+  perftest_send_lat_cm|perftest_write_bw_cm|perftest_read_bw_cm|perftest_atomic_bw_cm)
     # -F: the TCG guest's clock fails perftest's CPU frequency check otherwise. -x: the IPv4 GID
     # (perftest's own pick on RoCE would find it too; the index makes it explicit). _cm: -R, the
     # exchange over an rdma_cm control connection and the data connection through rdma_cm (no
@@ -383,7 +383,8 @@ print("OK %d of %d captured packets, %d bytes" % (checked, len(pkts), total))
   if [[ $pt_tool == atomic_bw && -s $work/cap-rxe.pcap ]] && command -v tshark >/dev/null; then
     pt_slots=$(grep -om1 'cycle buffer [0-9]*, cache line [0-9]*' "$work/host.log" | awk '{c=$3+0; l=$6+0; if (l < 8) l = 8; print int(c / l)}')
     pt_exact=""
-    if [[ $role == softrnic_server ]]; then
+    # (-R: rdma_cm picks the data QP's PSNs, not the PSN perftest prints; the pairs are checked)
+    if [[ $role == softrnic_server && -z $pt_cm ]]; then
       pt_exact="$(grep -m1 '^ local address:' "$work/host.log" | grep -o 'VAddr 0x[0-9a-f]*' | cut -d' ' -f2) $(grep -m1 '^ remote address:' "$work/host.log" | grep -o 'PSN 0x[0-9a-f]*' | cut -d' ' -f2) $(($(grep -om1 'cache line [0-9]*' "$work/host.log" | grep -o '[0-9]*$')))"
     fi
     pt_wire=$(tshark -r "$work/cap-rxe.pcap" -Y 'udp.dstport == 4791' -T fields -e ip.src -e infiniband.bth.opcode \

@@ -57,6 +57,7 @@ struct TxFrame {
   std::span<const std::uint8_t> head;
   std::span<const std::uint8_t> body;
   std::span<const std::uint8_t> tail;
+  std::uint16_t from_port = 0;  // the UDP source port, one source_port() granted (0: the netdev's own)
   std::size_t size() const { return head.size() + body.size() + tail.size(); }
 };
 
@@ -144,6 +145,13 @@ class Netdev : public Waitable {
   virtual std::size_t unreachable(std::span<Unreachable> out) {
     (void)out;
     return 0;
+  }
+  // The UDP source port datagrams may carry (TxFrame::from_port) when a sender asks for `wanted`
+  // (RoCEv2 spreads QPs over source ports for ECMP, as rxe does): `wanted` when this netdev can
+  // send from it, else its own port. Called from the thread that calls tx_burst.
+  virtual std::uint16_t source_port(std::uint16_t wanted) {
+    (void)wanted;
+    return local_addr().port;
   }
   // A connection to `peer` begins (up) or ends (down); every up is matched by one down, and
   // several connections may share a peer. A backend may keep per-peer state while a peer has
@@ -255,9 +263,9 @@ struct NetdevConfig {
   // Every datagram with DF set and sent from an unconnected socket (udp: no per-peer sockets).
   // RoCEv2 needs it: its ICRC covers the IP ID, which Linux sets to 0 only for such datagrams.
   bool dont_fragment = false;
-  ImpairPlan impair;                    // applied on send when active()
-  std::string pcap;                     // a pcap tap writes every datagram sent and received here
-  DpdkConfig dpdk;                      // netdev=dpdk only
+  ImpairPlan impair;  // applied on send when active()
+  std::string pcap;   // a pcap tap writes every datagram sent and received here
+  DpdkConfig dpdk;    // netdev=dpdk only
 };
 
 // Applies one `key=value` item of a netdev configuration string (the DAT provider's ia_params
