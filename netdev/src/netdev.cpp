@@ -20,9 +20,13 @@
 
 namespace softrnic::netdev {
 
+std::string ipv4_to_string(std::uint32_t ip) {
+  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." + std::to_string((ip >> 8) & 0xFF) +
+         "." + std::to_string(ip & 0xFF);
+}
+
 std::string to_string(const NetAddr& a) {
-  return std::to_string(a.ip >> 24) + "." + std::to_string((a.ip >> 16) & 0xFF) + "." +
-         std::to_string((a.ip >> 8) & 0xFF) + "." + std::to_string(a.ip & 0xFF) + ":" + std::to_string(a.port);
+  return ipv4_to_string(a.ip) + ":" + std::to_string(a.port);
 }
 
 std::uint32_t interface_mtu(std::uint32_t ip) {

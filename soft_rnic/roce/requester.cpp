@@ -28,7 +28,6 @@ void Roce::issue(Qp& qp, const WaitingWr& wr) {
   r.total = wr.total;
   r.rkey = wr.rkey;
   r.va = wr.remote_addr;
-  r.wqe = &wqe;
   r.first_psn = s.next_psn;
   r.npkts = packets_of(wr.total, s.mtu);
   switch (wr.opcode) {

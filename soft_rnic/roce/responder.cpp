@@ -65,11 +65,7 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
   if (has & w::kSend) {
     if (has & w::kFirst) {
       if (!recv_buffer_ready(qp, s.next_recv_msn)) {
-        // No receive buffer: the requester waits the RNR timer and sends the message again from
-        // this PSN; the rest of the message behind it needs no sequence error NAK.
-        s.ack_pending = false;
-        s.nak_sent = true;
-        send_ack(qp, static_cast<std::uint8_t>(w::kAethRnrNak | (ctx_.cfg.roce.min_rnr_timer & 0x1F)), psn);
+        rnr_nak(qp, psn);
         return;
       }
       s.in_send = true;
@@ -94,9 +90,7 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
     // A Write with Immediate takes a receive buffer with its last packet: none, RNR NAK (before
     // anything of this packet is placed, so the retry finds everything as it was).
     if ((has & w::kImm) && !recv_buffer_ready(qp, s.next_recv_msn)) {
-      s.ack_pending = false;
-      s.nak_sent = true;
-      send_ack(qp, static_cast<std::uint8_t>(w::kAethRnrNak | (ctx_.cfg.roce.min_rnr_timer & 0x1F)), psn);
+      rnr_nak(qp, psn);
       return;
     }
     if (has & w::kFirst) {
@@ -316,6 +310,15 @@ void Roce::send_atomic_ack(Qp& qp, Pos psn, std::uint64_t orig) {
   p.msn = s.msn;
   p.orig = orig;
   send_packet(qp, p, {}, 0, 0, qp.init.pd);
+}
+
+// No receive buffer for the message at `psn`: the requester waits the RNR timer and sends again
+// from this PSN; the rest of the message behind it needs no sequence error NAK.
+void Roce::rnr_nak(Qp& qp, Pos psn) {
+  RoceQp& s = st(qp);
+  s.ack_pending = false;
+  s.nak_sent = true;
+  send_ack(qp, static_cast<std::uint8_t>(w::kAethRnrNak | (ctx_.cfg.roce.min_rnr_timer & 0x1F)), psn);
 }
 
 void Roce::send_ack(Qp& qp, std::uint8_t syndrome, Pos psn) {

@@ -604,11 +604,7 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string& error
     const bool probe = !cfg.netdev.port_fixed && netdev::parse_ipv4(ndc.ip, ip) && (ip >> 24) == 127;
     ndc.port_fixed = true;
     for (int i = 0; i < (probe ? 64 : 1) && !nd; ++i) {
-      if (probe) {
-        const NetAddr a{ip + static_cast<std::uint32_t>(i), 0};
-        const std::string s = netdev::to_string(a);
-        ndc.ip = s.substr(0, s.find(':'));
-      }
+      if (probe) ndc.ip = netdev::ipv4_to_string(ip + static_cast<std::uint32_t>(i));
       std::string e;
       nd = netdev::make_netdev(ndc, e);
       if (!nd && i == 0) error = e;

@@ -35,7 +35,7 @@ struct RoceSide {
     DeviceConfig c;
     c.wire = Wire::roce;
     c.netdev.kind = "loopback";
-    c.netdev.ip = netdev::to_string(NetAddr{ip, 0}).substr(0, netdev::to_string(NetAddr{ip, 0}).find(':'));
+    c.netdev.ip = netdev::ipv4_to_string(ip);
     c.netdev.port = 4791;
     c.netdev.max_datagram = 1472;  // path MTU 1024, as on Ethernet
     c.netdev.impair = impair;

@@ -60,7 +60,7 @@ std::string gid_hex(std::uint32_t ip) {
 }
 
 std::string gid_text(std::uint32_t ip) {
-  return "::ffff:" + netdev::to_string(NetAddr{ip, 0}).substr(0, netdev::to_string(NetAddr{ip, 0}).find(':'));
+  return "::ffff:" + netdev::ipv4_to_string(ip);
 }
 
 bool read_all(int fd, void* p, std::size_t n) {

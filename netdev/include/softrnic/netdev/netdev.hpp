@@ -25,6 +25,8 @@ struct NetAddr {
   friend auto operator<=>(const NetAddr&, const NetAddr&) = default;
 };
 std::string to_string(const NetAddr& a);
+// The dotted quad of an IPv4 address (host order), without a port.
+std::string ipv4_to_string(std::uint32_t ip);
 // Parses dotted-quad IPv4 ("127.0.0.1"); false on bad syntax.
 bool parse_ipv4(const std::string& s, std::uint32_t& ip);
 // Whether `ip` (host order) can be an interface's own unicast address: not 0.0.0.0, not
