@@ -82,14 +82,36 @@ void Roce::send_mad(NetAddr to, std::span<const std::uint8_t> mad) {
   p.psn = gsi_psn_++ & w::kPsnMask;
   p.qkey = w::kGsiQkey;
   p.src_qpn = w::kGsiQpn;
+  send_bare(to, gsi_sport_, p, mad);
+}
+
+void Roce::send_bare(NetAddr to, std::uint16_t sport, const w::Packet& p, std::span<const std::uint8_t> payload) {
   std::array<std::uint8_t, w::kMaxHeaderLen> hdr;
-  const std::size_t hl = w::build_headers(p, mad.size(), hdr);
-  const std::span<const std::uint8_t> pieces[] = {{hdr.data(), hl}, mad};
-  const std::uint32_t crc = w::icrc(w::IcrcAddr{self_.ip, to.ip, gsi_sport_, to.port, 0, 0x4000}, pieces);
-  std::array<std::uint8_t, 4> tail;
-  for (std::size_t i = 0; i < 4; ++i) tail[i] = static_cast<std::uint8_t>(crc >> (8 * i));
-  const netdev::TxFrame f{to, {hdr.data(), hl}, mad, tail, gsi_sport_};
+  const std::size_t hl = w::build_headers(p, payload.size(), hdr);
+  const std::size_t pad = w::pad_of(payload.size());
+  std::array<std::uint8_t, 8> tail{};
+  const std::span<const std::uint8_t> pieces[] = {{hdr.data(), hl}, payload, {tail.data(), pad}};
+  const std::uint32_t crc = w::icrc(w::IcrcAddr{self_.ip, to.ip, sport, to.port, 0, 0x4000}, pieces);
+  for (std::size_t i = 0; i < 4; ++i) tail[pad + i] = static_cast<std::uint8_t>(crc >> (8 * i));
+  const netdev::TxFrame f{to, {hdr.data(), hl}, payload, {tail.data(), pad + w::kIcrcLen}, sport};
   nd_.tx_burst({&f, 1});
+}
+
+// A request packet for a QP that is gone: if a Linger of it had received it, the ACK again.
+bool Roce::linger_ack(NetAddr from, const w::Packet& p) {
+  for (const Linger& l : lingers_) {
+    if (l.qpn != p.dest_qpn || l.dst.ip != from.ip || !(w::op_info(p.opcode).has & w::kRequest)) continue;
+    if (w::psn_diff(p.psn, static_cast<std::uint32_t>(l.exp_psn & w::kPsnMask)) >= 0) return false;
+    w::Packet a;
+    a.opcode = w::Opcode::ack;
+    a.dest_qpn = l.remote_qpn;
+    a.psn = static_cast<std::uint32_t>((l.exp_psn - 1) & w::kPsnMask);
+    a.syndrome = w::kAethAck | w::kAethNoCredit;
+    a.msn = l.msn;
+    send_bare(l.dst, l.sport, a, {});
+    return true;
+  }
+  return false;
 }
 
 template <class M>
@@ -446,7 +468,11 @@ Status Roce::disconnect(Qp& qp, bool graceful) {
 void Roce::send_queue_drained(Qp& qp) {
   RoceQp& s = st(qp);
   if (!s.reqs.empty() || s.cm == CmState::dreq_sent) return;  // the completer calls again when they are acknowledged
-  if (s.cm == CmState::idle) {                                // out-of-band: no DREQ
+  if (s.cm == CmState::drain) {  // the peer's DREQ came first: now everything is acknowledged
+    close_qp(qp, CmEventType::disconnected, "the peer disconnected");
+    return;
+  }
+  if (s.cm == CmState::idle) {  // out-of-band: no DREQ
     close_qp(qp, CmEventType::disconnected, "disconnected");
     return;
   }
@@ -471,8 +497,18 @@ void Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
   Qp* q = qp_by_comm(m.remote_comm_id);
   if (q && st(*q).remote_comm == m.local_comm_id && st(*q).dst.ip == from.ip) {
     Qp& qp = *q;
-    send_cm(st(qp).dst, r, h.tid);
-    start_linger(qp, false);  // answers the DREQ again if this DREP is lost
+    RoceQp& s = st(qp);
+    send_cm(s.dst, r, h.tid);
+    if (s.cm == CmState::drain) return;  // its DREQ again
+    start_linger(qp, false);             // answers the DREQ again if this DREP is lost
+    if (!s.reqs.empty() && qp.state == QpState::rts) {
+      // Requests of ours still wait for their ACK (lost, or on its way): they complete first.
+      s.cm = CmState::drain;
+      qp.cm = CmPhase::disconnecting;
+      s.cm_next = s.cm_deadline = Clock::now() + ack_timeout_ * (ctx_.cfg.roce.retry_cnt + 1);
+      rearm(qp);
+      return;
+    }
     close_qp(qp, CmEventType::disconnected, "the peer disconnected");
     return;
   }
@@ -495,7 +531,19 @@ void Roce::on_drep(const cm::Drep& m) {
 void Roce::start_linger(Qp& qp, bool dreq) {
   RoceQp& s = st(qp);
   const auto now = Clock::now();
-  Linger l{s.dst, s.local_comm, s.remote_comm, s.peer_qpn, s.tid, dreq, 0, now, now + kLingerTime};
+  Linger l{s.dst,
+           s.local_comm,
+           s.remote_comm,
+           s.peer_qpn,
+           qp.qpn,
+           s.msn,
+           s.exp_psn,
+           s.sport ? s.sport : self_.port,
+           s.tid,
+           dreq,
+           0,
+           now,
+           now + kLingerTime};
   if (dreq) {
     send_cm(s.dst, make_dreq(s.local_comm, s.remote_comm, s.peer_qpn), s.tid);
     l.next = now + kCmRetry;
@@ -520,6 +568,7 @@ void Roce::cm_timer(Qp& qp, Clock::time_point now) {
       }
       case CmState::rep_sent: close_qp(qp, CmEventType::unreachable, "no RTU for our IB CM REP"); return;
       case CmState::dreq_sent: close_qp(qp, CmEventType::disconnected, "disconnected (no DREP)"); return;
+      case CmState::drain: close_qp(qp, CmEventType::disconnected, "the peer disconnected"); return;
       default: return;
     }
   }

@@ -196,7 +196,7 @@ void Roce::complete_error(Qp& qp, WcStatus status, std::string reason) {
 
 void Roce::on_timer(Qp& qp, Clock::time_point now) {
   RoceQp& s = st(qp);
-  if (s.cm == CmState::req_sent || s.cm == CmState::rep_sent || s.cm == CmState::dreq_sent) {
+  if (s.cm == CmState::req_sent || s.cm == CmState::rep_sent || s.cm == CmState::dreq_sent || s.cm == CmState::drain) {
     cm_timer(qp, now);
     if (!ctx_.qps.count(qp.qpn)) return;
   }

@@ -179,7 +179,7 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
   }
   const auto it = ctx_.qps.find(p.dest_qpn);
   if (it == ctx_.qps.end()) {
-    ctx_.ctr.rx_unknown_qp++;
+    if (!linger_ack(from, p)) ctx_.ctr.rx_unknown_qp++;
     return;
   }
   Qp& qp = *it->second;
@@ -256,7 +256,7 @@ void Roce::timers(Clock::time_point now) {
 // Arms the QP's timer at its next deadline: the RNR wait, or the oldest request's ACK timeout.
 void Roce::rearm(Qp& qp) {
   RoceQp& s = st(qp);
-  if (s.cm == CmState::req_sent || s.cm == CmState::rep_sent || s.cm == CmState::dreq_sent)
+  if (s.cm == CmState::req_sent || s.cm == CmState::rep_sent || s.cm == CmState::dreq_sent || s.cm == CmState::drain)
     timers_.arm(qp.qpn, std::min(s.cm_next, s.cm_deadline));
   if (!s.connected) return;
   if (!s.jobs.empty()) timers_.arm(qp.qpn, Clock::now());  // Read responses still to send

@@ -53,8 +53,7 @@ struct ReqWqe {
   std::uint64_t va = 0;
   Pos first_psn = 0;
   std::uint32_t npkts = 1;  // PSNs it takes (a Read: its response packets)
-  SendWqe* wqe = nullptr;
-  bool done = false;  // acknowledged (a Read: its whole response placed)
+  bool done = false;        // acknowledged (a Read: its whole response placed)
   // A Read or an atomic: where its response goes, and how much of it has come.
   std::uint32_t sink_stag = 0;
   std::uint64_t sink_to = 0;
@@ -80,7 +79,9 @@ struct ReadJob {
 };
 
 // Where a QP is in IB CM (ours: the active side sends REQ and RTU, the passive side REP).
-enum class CmState : std::uint8_t { idle, req_sent, rep_sent, established, dreq_sent };
+// drain: the peer's DREQ came while requests of ours wait for their ACK; the QP closes once they
+// have it (the peer's Linger acknowledges retransmissions) or the ACK timeout's retries are spent.
+enum class CmState : std::uint8_t { idle, req_sent, rep_sent, established, dreq_sent, drain };
 
 struct RoceQp final : TransportQp {
   bool connected = false;
@@ -150,6 +151,11 @@ struct Request final : ConnRequest {
 struct Linger {
   NetAddr dst{};
   std::uint32_t local_comm = 0, remote_comm = 0, remote_qpn = 0;
+  // The closed QP's responder: a request it had already received, sent again because our ACK
+  // was lost, is acknowledged again, so the peer's request completes instead of being flushed.
+  std::uint32_t qpn = 0, msn = 0;
+  Pos exp_psn = 0;
+  std::uint16_t sport = 0;
   std::uint64_t tid = 0;
   bool dreq = false;  // we still resend our DREQ
   int tries = 0;
@@ -230,6 +236,7 @@ class Roce final : public Transport, public engine::Pollable {
   bool answer_read(Qp& qp, Pos psn, std::uint32_t rkey, std::uint64_t va, std::uint32_t len);
   void send_responses(Qp& qp);
   void send_ack(Qp& qp, std::uint8_t syndrome, Pos psn);
+  void rnr_nak(Qp& qp, Pos psn);
   void send_atomic_ack(Qp& qp, Pos psn, std::uint64_t orig);
   bool answer_atomic(Qp& qp, const wire::roce::Packet& p, Pos psn);
   void nak(Qp& qp, std::uint8_t code, Pos psn, Error e, std::string reason);
@@ -237,6 +244,9 @@ class Roce final : public Transport, public engine::Pollable {
   // cm.cpp
   void handle_mad(NetAddr from, std::span<const std::uint8_t> mad);
   void send_mad(NetAddr to, std::span<const std::uint8_t> mad);
+  // A packet of no QP (a MAD, a Linger's ACK): headers, payload, ICRC, from `sport`.
+  void send_bare(NetAddr to, std::uint16_t sport, const wire::roce::Packet& p, std::span<const std::uint8_t> payload);
+  bool linger_ack(NetAddr from, const wire::roce::Packet& p);
   template <class M>
   void send_cm(NetAddr to, const M& m, std::uint64_t tid,
                std::array<std::uint8_t, wire::ibcm::kMadLen>* keep = nullptr);
