@@ -609,6 +609,7 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string& error
       nd = netdev::make_netdev(ndc, e);
       if (!nd && i == 0) error = e;
     }
+    if (!nd && probe) error += " (and on the next 63 loopback addresses)";
   } else {
     nd = netdev::make_netdev(ndc, error);
   }

@@ -9,9 +9,10 @@
 #
 # --rxe  the guest's side is OFA dapl's cma provider on rxe (IA ofa-v2-cma-roe-eth1, eth1 =
 #        10.99.1.2), softrnic's the IA softrnic_roce on 10.99.1.1; TOOL dtest, dtestx (the IB
-#        extensions: immediate data, atomics), dapltest_rw or dapltest_rr (dtestsrq cannot pass:
-#        OFA's waits for an EP_BROKEN that rxe never raises, docs/interop.md). Every RoCEv2
-#        packet of the capture must carry a valid ICRC.
+#        extensions: immediate data, atomics), dapltest_rw, dapltest_rr or reject (an IB CM REJ with
+#        private data each way; softrnic's listener answers rping's repeated REQ with an MRA
+#        first, seen in the capture) (dtestsrq cannot pass: OFA's waits for an EP_BROKEN that rxe
+#        never raises, docs/interop.md). Every RoCEv2 packet of the capture must carry a valid ICRC.
 #
 # ROLE  softrnic_client: the guest (siw, IA ofa-v2-iwarp) serves, softrnic connects to 10.99.0.2
 #       softrnic_server: softrnic serves on 10.99.0.1, the guest connects
@@ -86,7 +87,7 @@ if [[ $rxe == 1 ]]; then
   # RoCEv2: rxe0 on the guest's eth1, OFA dapl's cma provider over it; softrnic's IA on the host side
   HOST_IP=10.99.1.1 GUEST_IP=10.99.1.2 LINK=rxe GUEST_DEV=eth1
   OUR_IA=softrnic_roce SIW_IA=ofa-v2-cma-roe-eth1 OUR_WIRE=roce
-  case $tool in dtest|dtestx|dtestsrq|dapltest_rw|dapltest_rr) ;; *) usage;; esac
+  case $tool in dtest|dtestx|dtestsrq|dapltest_rw|dapltest_rr|reject) ;; *) usage;; esac
 fi
 lib=$build/dat/libdaplsoftrnic.so
 [[ -f $lib ]] || fail "$lib not built (ninja -C $build daplsoftrnic)"
@@ -159,6 +160,17 @@ case $tool in
     ok_srv='Error with CONNECT REQUEST private data' ok_cli='cma event RDMA_CM_EVENT_REJECTED'
     h_ok_cli='rejected by the peer, private data \(4 bytes\): 02000200$'
     h_ok_srv="rejected the request of 10\.99\.0\.2:[0-9]+ .*ours 16 bytes: $reject_pd"
+    if [[ $rxe == 1 ]]; then
+      # RoCEv2: a REJ's private data field is 148 bytes, zero-filled behind what the consumer gave.
+      # softrnic's listener rejects only after 7 s: rdma_cm's REQ timeout (4.096 us * 2^20 plus
+      # twice the packet lifetime, ~4.8 s) runs out first, the REQ comes again, and softrnic must
+      # answer it with an MRA (rping waits then, and still reports the REJ, not a timeout)
+      z=$(printf '0%.0s' $(seq 1 288))
+      h_cli="bash -c 'timeout 20 head -c 1 </dev/tcp/ADDR/15828 >/dev/null && exec $build/tools/softrnic_connect --roce -a ADDR -p 45248 --local $HOST_IP --pdata-zeros 48 --expect rejected --expect-pdata 02000200$z'"
+      h_srv="$build/tools/softrnic_connect --roce --listen -a ADDR -p 7174 --reject $reject_pd --delay 7 --timeout 60"
+      h_ok_cli="rejected by the peer, private data \\(148 bytes\\): 02000200$z\$"
+      h_ok_srv="rejected the request of 10\.99\.1\.2:[0-9]+ .*ours 16 bytes: $reject_pd"
+    fi
     ;;
   perftest_send_lat|perftest_write_bw|perftest_read_bw)
     # perftest 4.5-0.17 with -R: a control rdma_cm connection (56-byte Sends), then the data
@@ -500,7 +512,17 @@ if [[ $rxe == 0 && $role == softrnic_client && -s $work/cap-$LINK.pcap ]] && com
   bad=$(tshark -r "$work/cap-$LINK.pcap" -Y "(iwarp_mpa.req && ip.src == $HOST_IP && (iwarp_mpa.rev != $want_rev || iwarp_mpa.crc_flag != $want_crc)) || (iwarp_mpa.rep && iwarp_mpa.rev != $want_rev)" 2>/dev/null | wc -l)
   [[ $bad == 0 ]] || { ok=0; why+=("$bad MPA frames differ from revision $want_rev / CRC flag $want_crc"); }
 fi
-if [[ $tool == reject && $role == softrnic_server ]]; then
+if [[ $tool == reject && $role == softrnic_server && $rxe == 1 ]]; then
+  # IB CM as it crossed the wire: rping's REQ twice (its timeout ran out while softrnic's consumer
+  # waited), softrnic's MRA for the repeated one, then softrnic's REJ with the consumer's bytes
+  cm_from() { tshark -r "$work/cap-rxe.pcap" -d udp.port==4791,infiniband \
+                -Y "ip.src == $1 && infiniband.bth.destqp == 1 && infiniband.mad.attributeid == $2 $3" 2>/dev/null | wc -l; }
+  nreq=$(cm_from "$GUEST_IP" 0x0010 "") nmra=$(cm_from "$HOST_IP" 0x0011 "")
+  pd_colons=$(sed 's/../&:/g; s/:$//' <<<"$reject_pd")
+  nrej=$(cm_from "$HOST_IP" 0x0012 "&& frame contains $pd_colons")
+  echo "wire: IB CM: $nreq REQs from rping, $nmra MRAs and $nrej REJs with our private data from softrnic"
+  ((nreq >= 2 && nmra >= 1 && nrej >= 1)) || { ok=0; why+=("IB CM on the wire: REQ x$nreq, MRA x$nmra, REJ with $reject_pd x$nrej (want >= 2, >= 1, >= 1)"); }
+elif [[ $tool == reject && $role == softrnic_server ]]; then
   # the reject as it crossed the wire: MPA reply with the R flag, our private data behind the
   # RFC 6581 IRD/ORD header (siw's requests are enhanced)
   rej=$(tshark -r "$work/cap-$LINK.pcap" -Y 'iwarp_mpa.rep && iwarp_mpa.rej_flag == 1' -T fields \

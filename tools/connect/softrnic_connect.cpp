@@ -1,6 +1,7 @@
-// softrnic_connect: one iWARP (MPA/TCP) connection set-up through softrnic's own RNIC API, and
-// what came of it. A connectivity probe for a siw host or an iWARP NIC (as rdma-core's
-// rdma_client or ucmatose are for rdma_cm), and the softrnic side of the reject interop tests.
+// softrnic_connect: one connection set-up through softrnic's own RNIC API, and what came of it:
+// iWARP (MPA/TCP), or with --roce RoCEv2 with IB CM on QP1. A connectivity probe for a siw or rxe
+// host or an RDMA NIC (as rdma-core's rdma_client or ucmatose are for rdma_cm), and the softrnic
+// side of the reject interop tests.
 //
 //   softrnic_connect -a ADDR -p PORT [--local IP] [--pdata HEX | --pdata-zeros N]
 //                    [--expect established|rejected] [--expect-pdata HEX]
@@ -8,9 +9,13 @@
 //         softrnic_connect: established, private data (N bytes): HEX
 //         softrnic_connect: rejected by the peer, private data (N bytes): HEX
 //         softrnic_connect: failed: <event> <reason>
-//   softrnic_connect --listen -a IP -p PORT --reject HEX [--count N]
+//   softrnic_connect --listen -a IP -p PORT --reject HEX [--count N] [--delay S]
 //       listens and rejects each of the next N connection requests (default 1) with that private
-//       data, printing "softrnic_connect: rejected the request of IP:PORT (private data N bytes: HEX)"
+//       data, printing "softrnic_connect: rejected the request of IP:PORT (private data N bytes: HEX)";
+//       --delay: S seconds pass between a request's arrival and its reject (with --roce the peer's
+//       CM repeats its REQ meanwhile, and softrnic answers it with an MRA)
+// PORT: the TCP port over iWARP; rdma_cm's port (service ID 0x0106 << 48 | PORT) with --roce.
+// With --roce the answer's private data is a REJ's or REP's whole field (148 or 196 bytes).
 // MPA: --mpa-rev 1|2, --no-crc, --no-p2p (as the ia_params keys mpa_rev, mpa_crc, mpa_p2p).
 // Exit status: 0 when the outcome is the one --expect names (and --expect-pdata matches), or when
 // every request was rejected; 1 otherwise; 2 for bad arguments.
@@ -69,6 +74,8 @@ struct Options {
   std::optional<std::vector<std::uint8_t>> expect_pdata;
   int count = 1;
   int timeout_s = 20;
+  int delay_s = 0;
+  bool roce = false;
   MpaConfig mpa;
 };
 
@@ -83,7 +90,8 @@ class Session {
 
   int run() {
     std::string e;
-    dev_ = tools::open_mpa_device(o_.mpa, o_.listen ? o_.addr : o_.local, e);
+    const std::string& ip = o_.listen ? o_.addr : o_.local;
+    dev_ = o_.roce ? tools::open_roce_device(ip, e) : tools::open_mpa_device(o_.mpa, ip, e);
     if (!dev_) return fail("cannot open the RNIC: " + e);
     return o_.listen ? serve() : connect();
   }
@@ -154,6 +162,7 @@ class Session {
         r = reqs.front();
         reqs.pop_front();
       }
+      std::this_thread::sleep_for(std::chrono::seconds(o_.delay_s));
       if (const Status s = dev_->reject(r.first, o_.pdata); s != Status::ok)
         return fail("reject: " + std::string(to_string(s)));
       std::printf("softrnic_connect: rejected the request of %s (its private data %zu bytes: %s; ours %zu bytes: %s)\n",
@@ -176,21 +185,27 @@ class Session {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"softrnic_connect: one iWARP (MPA/TCP) connection set-up through softrnic, and its outcome"};
+  CLI::App app{
+      "softrnic_connect: one connection set-up through softrnic (iWARP, or RoCEv2 with --roce), and its outcome"};
   std::string pdata_hex, expect_pdata_hex, reject_hex;
   std::size_t zeros = 0;
   tools::MpaOptions mpa;
   app.add_flag("--listen", o.listen, "listen and reject requests instead of connecting");
   app.add_option("-a", o.addr, "connect: the peer's address; --listen: the address to listen on")->required();
-  app.add_option("-p", o.port, "TCP port (rdma_cm's port over iWARP)")->required();
+  app.add_option("-p", o.port, "rdma_cm's port (a TCP port over iWARP; in the IB CM service ID with --roce)")
+      ->required();
+  app.add_flag("--roce", o.roce, "RoCEv2 (UDP 4791, IB CM on QP1; peer: rdma_cm on rxe) instead of iWARP/MPA/TCP");
   app.add_option("--local", o.local, "connect: the local address");
   app.add_option("--pdata", pdata_hex, "connect: private data to send (hex)");
-  app.add_option("--pdata-zeros", zeros, "connect: send N zero bytes of private data")->check(CLI::Range(0, 508));
+  app.add_option("--pdata-zeros", zeros, "connect: send N zero bytes of private data")
+      ->check(CLI::Range(0, 508));  // (56 with --roce)
   app.add_option("--expect", o.expect, "connect: the outcome that makes the exit status 0")
       ->check(CLI::IsMember({"established", "rejected", "no_listener", "unreachable", "host_unreachable"}));
   app.add_option("--expect-pdata", expect_pdata_hex, "connect: the private data the answer must carry (hex)");
   app.add_option("--reject", reject_hex, "--listen: reject with this private data (hex)");
   app.add_option("--count", o.count, "--listen: requests to reject")->check(CLI::Range(1, 1000));
+  app.add_option("--delay", o.delay_s, "--listen: seconds between a request's arrival and its reject")
+      ->check(CLI::Range(0, 600));
   app.add_option("--timeout", o.timeout_s, "seconds to wait for an answer or a request")->check(CLI::Range(1, 3600));
   mpa.add_to(app);
   CLI11_PARSE(app, argc, argv);
