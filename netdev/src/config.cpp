@@ -281,14 +281,25 @@ ItemResult parse_netdev_item(std::string_view key, std::string_view val, NetdevC
     ok = val == "udp" || val == "loopback" || val == "dpdk";
     if (ok) cfg.kind = std::string(val);
   } else if (key == "ip") {
-    std::uint32_t ip;
-    if (parse_ipv4(std::string(val), ip) && !is_unicast_ipv4(ip)) {
+    std::uint32_t ip = 0;
+    std::string v(val);
+    // An interface's name ("eth0", as OFA dapl's "eth0 0") stands for its primary IPv4 address;
+    // digits and dots alone are an address (or a bad one).
+    if (!v.empty() && v.find_first_not_of("0123456789.") != std::string::npos) {
+      std::string e;
+      if (!interface_ipv4(v, ip, e)) {
+        error = "ip=" + printable(val) + ": not an IPv4 address, and " + e;
+        return ItemResult::bad;
+      }
+      v = ipv4_to_string(ip);
+    }
+    if (parse_ipv4(v, ip) && !is_unicast_ipv4(ip)) {
       error = "ip=" + printable(val) +
               ": not a unicast IPv4 address (0.0.0.0, broadcast, multicast and 240/4 cannot be an RNIC's address)";
       return ItemResult::bad;
     }
-    ok = parse_ipv4(std::string(val), ip);
-    if (ok) cfg.ip = std::string(val);
+    ok = parse_ipv4(v, ip);
+    if (ok) cfg.ip = v;
   } else if (key == "port") {
     ok = parse_uint<std::uint16_t>(val, 1, 65535, cfg.port);
   } else if (key == "port_fixed") {

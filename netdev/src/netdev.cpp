@@ -29,6 +29,32 @@ std::string to_string(const NetAddr& a) {
   return ipv4_to_string(a.ip) + ":" + std::to_string(a.port);
 }
 
+bool interface_ipv4(const std::string& name, std::uint32_t& ip, std::string& error) {
+  if (name.empty() || name.size() >= IFNAMSIZ || name.find('/') != std::string::npos) {
+    error = "'" + printable(name) + "' cannot be a network interface's name";
+    return false;
+  }
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = std::string("socket: ") + std::strerror(errno);
+    return false;
+  }
+  ifreq r{};
+  std::memcpy(r.ifr_name, name.data(), name.size());
+  r.ifr_addr.sa_family = AF_INET;
+  const int rc = ::ioctl(fd, SIOCGIFADDR, &r);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) {
+    error = err == ENODEV          ? "no network interface '" + printable(name) + "' (ip -br link lists them)"
+            : err == EADDRNOTAVAIL ? "network interface '" + name + "' has no IPv4 address"
+                                   : "network interface '" + name + "': " + std::strerror(err);
+    return false;
+  }
+  ip = ntohl(reinterpret_cast<const sockaddr_in*>(&r.ifr_addr)->sin_addr.s_addr);
+  return true;
+}
+
 std::uint32_t interface_mtu(std::uint32_t ip) {
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0) return 0;

@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "softrnic/dat/ia_params.hpp"
 
@@ -178,6 +181,51 @@ TEST(IaParams, AnRnicAddressMustBeUnicast) {
   DeviceConfig c;
   std::string e;
   EXPECT_TRUE(dat::parse_ia_params("ip=10.0.0.1", c, e)) << e;
+}
+
+// Issue 16: an interface's name stands for its address, as OFA dapl's "eth0 0".
+TEST(IaParams, AnInterfaceNameIsItsAddress) {
+  DeviceConfig c;
+  std::string e;
+  ASSERT_TRUE(dat::parse_ia_params("wire=roce ip=lo", c, e)) << e;
+  EXPECT_EQ(c.netdev.ip, "127.0.0.1");
+  EXPECT_FALSE(dat::parse_ia_params("ip=nosuchif0", c, e));
+  EXPECT_NE(e.find("ip=nosuchif0: not an IPv4 address, and no network interface 'nosuchif0'"), std::string::npos) << e;
+  EXPECT_FALSE(dat::parse_ia_params("ip=averyveryverylongname", c, e));
+  EXPECT_NE(e.find("cannot be a network interface's name"), std::string::npos) << e;
+  EXPECT_FALSE(dat::parse_ia_params("ip=1.2.3", c, e));
+  EXPECT_NE(e.find("bad value '1.2.3' for ip"), std::string::npos) << e;
+}
+
+// An interface without an IPv4 address: lo of a fresh network namespace (root only).
+TEST(IaParams, AnInterfaceWithoutAnAddressIsAClearError) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (a network namespace)";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string msg;
+    if (::unshare(CLONE_NEWNET) != 0) {
+      msg = "SKIP unshare failed";
+    } else {
+      DeviceConfig cc;
+      msg = dat::parse_ia_params("ip=lo", cc, msg) ? "accepted " + cc.netdev.ip : msg;
+    }
+    (void)!::write(fds[1], msg.data(), msg.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  if (got.rfind("SKIP", 0) == 0) GTEST_SKIP() << got;
+  EXPECT_NE(got.find("ip=lo: not an IPv4 address, and network interface 'lo' has no IPv4 address"), std::string::npos)
+      << got;
 }
 
 TEST(IaParams, PcapRefusesSpecialFiles) {

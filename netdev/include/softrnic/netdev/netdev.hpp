@@ -32,6 +32,10 @@ bool parse_ipv4(const std::string& s, std::uint32_t& ip);
 // Whether `ip` (host order) can be an interface's own unicast address: not 0.0.0.0, not
 // broadcast, not multicast (224/4) or reserved (240/4).
 bool is_unicast_ipv4(std::uint32_t ip);
+// The primary IPv4 address (host order) of the kernel interface `name` ("eth0"), as OFA dapl's
+// "eth0 0" names an interface; false with `error` when there is no such interface or it has no
+// IPv4 address.
+bool interface_ipv4(const std::string& name, std::uint32_t& ip, std::string& error);
 // The MTU of the kernel interface that holds `ip` (host order), 0 when no interface has it.
 std::uint32_t interface_mtu(std::uint32_t ip);
 // `s` with control characters and bytes outside printable ASCII as \xNN (a second pass changes nothing), for error
