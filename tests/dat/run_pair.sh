@@ -2,7 +2,7 @@
 # Runs a dapl2-utils server/client pair and judges it by the tools' success lines on both sides
 # (their exit codes are unreliable).
 #
-#   run_pair.sh DAT_CONF READY_REGEX SUCCESS_REGEX [--listen-port N] -- SERVER... -- CLIENT...
+#   run_pair.sh DAT_CONF|- READY_REGEX SUCCESS_REGEX [--listen-port N] -- SERVER... -- CLIENT...
 #
 # Starts SERVER, waits for READY_REGEX in its output (and, with --listen-port, for that TCP port
 # to be listening: dtest prints its ready line before listen()), runs CLIENT, then waits for the
@@ -24,7 +24,8 @@ for tool in "${server[0]}" "${client[0]}"; do
   command -v "$tool" >/dev/null || { echo "SKIPPED: $tool not installed (apt-get install dapl2-utils)"; exit 77; }
 done
 
-export DAT_OVERRIDE=$conf
+# DAT_CONF "-": libdat2's own /etc/dat.conf (no DAT_OVERRIDE), as an installed provider is found
+if [[ $conf == - ]]; then unset DAT_OVERRIDE; else export DAT_OVERRIDE=$conf; fi
 dir=$(mktemp -d)
 srv_log=$dir/server.log cli_log=$dir/client.log
 srv_pid=""
