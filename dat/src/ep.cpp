@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api.hpp"
+#include "softrnic/log.hpp"
 
 namespace softrnic::dat {
 namespace {
@@ -47,13 +48,12 @@ Ep* live_ep(DAT_EP_HANDLE h) {
 }  // namespace
 
 void on_cm_event(Ep* ep, const CmEvent& ev) {
-  static const bool trace = [] {
-    const char* v = std::getenv("SOFTRNIC_TRACE");
-    return v && *v && *v != '0';
-  }();
-  if (trace)
-    std::fprintf(stderr, "softrnic: EP %p: connection %s%s%s\n", static_cast<void*>(ep),
-                 std::string(to_string(ev.type)).c_str(), ev.reason.empty() ? "" : ": ", ev.reason.c_str());
+  if (log::enabled(log::Level::debug)) {
+    char who[32];
+    std::snprintf(who, sizeof who, "EP %p", static_cast<void*>(ep));
+    log::line(log::Level::debug, ep->ia->name + " " + who,
+              "connection event " + std::string(to_string(ev.type)) + (ev.reason.empty() ? "" : ": " + ev.reason));
+  }
   DAT_EVENT e;
   std::memset(&e, 0, sizeof e);
   e.evd_handle = ep->conn_evd;

@@ -7,6 +7,7 @@
 
 #include "api.hpp"
 #include "softrnic/dat/ia_params.hpp"
+#include "softrnic/log.hpp"
 
 namespace softrnic::dat {
 namespace {
@@ -46,8 +47,9 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   if (!prov) return err(DAT_PROVIDER_NOT_FOUND);
   DeviceConfig cfg;
   std::string error;
+  cfg.name = name;
   if (!parse_ia_params(params, cfg, error) || !apply_env(cfg, error)) {
-    std::fprintf(stderr, "softrnic: dat_ia_open(%s): %s\n", name, error.c_str());
+    log::line(log::Level::error, name, "dat_ia_open: " + error);
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
   }
   std::lock_guard lk(api_mutex());
@@ -55,7 +57,7 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
     return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC);
   auto dev = Device::open(cfg, error);
   if (!dev) {
-    std::fprintf(stderr, "softrnic: dat_ia_open(%s): %s\n", name, error.c_str());
+    log::line(log::Level::error, name, "dat_ia_open: " + error);
     return err(DAT_INSUFFICIENT_RESOURCES);
   }
   Ia* ia = make<Ia>(nullptr, prov);
@@ -67,6 +69,13 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   ia->addr.sin_port = htons(a.port);
   ia->base_port = cfg.netdev.port;
   ia->transport_mtu = std::to_string(ib_mtu_of(link_mtu(cfg, a.ip)));
+  SOFTRNIC_LOG_AT(info, ia->name,
+                  std::string("open: ") +
+                      (cfg.wire == Wire::tcp    ? "iWARP over MPA/TCP"
+                       : cfg.wire == Wire::roce ? "RoCEv2"
+                                                : "iWARP over UDP") +
+                      " on the " + (cfg.wire == Wire::tcp ? std::string("kernel TCP") : cfg.netdev.kind) + " netdev, " +
+                      to_string(a) + ", IB MTU " + ia->transport_mtu);
   ia->provider_attrs = {
       {const_cast<char*>("DAT_IB_RDMA_READ"), const_cast<char*>("TRUE")},
       {const_cast<char*>("DAT_IB_TRANSPORT_MTU"), ia->transport_mtu.data()},
@@ -232,21 +241,18 @@ DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
       }
     }
   }
-  if (const char* v = std::getenv("SOFTRNIC_STATS"); v && *v && *v != '0') {
+  if (log::stats_wanted()) {
     const DeviceCounters c = ia->dev->counters();
-    std::fprintf(
-        stderr,
-        "softrnic: %s %s: tx_frames %llu rx_frames %llu retransmits %llu rx_duplicates %llu "
-        "rx_out_of_order %llu rx_bad_frames %llu rx_unknown_qp %llu terminates_sent %llu "
-        "terminates_received %llu rx_bad_acks %llu challenge_acks %llu cookies_sent %llu "
-        "rx_bad_cookies %llu keepalive_probes %llu dead_peers %llu memory_faults %llu\n",
-        ia->name.c_str(), to_string(ia->dev->address()).c_str(), (unsigned long long)c.tx_frames,
-        (unsigned long long)c.rx_frames, (unsigned long long)c.retransmits, (unsigned long long)c.rx_duplicates,
-        (unsigned long long)c.rx_out_of_order, (unsigned long long)c.rx_bad_frames, (unsigned long long)c.rx_unknown_qp,
-        (unsigned long long)c.terminates_sent, (unsigned long long)c.terminates_received,
-        (unsigned long long)c.rx_bad_acks, (unsigned long long)c.challenge_acks, (unsigned long long)c.cookies_sent,
-        (unsigned long long)c.rx_bad_cookies, (unsigned long long)c.keepalive_probes, (unsigned long long)c.dead_peers,
-        (unsigned long long)c.memory_faults);
+    auto n = [](std::uint64_t v) { return std::to_string(v); };
+    log::line_always(ia->name, "closing (" + to_string(ia->dev->address()) + "): tx_frames " + n(c.tx_frames) +
+                                   " rx_frames " + n(c.rx_frames) + " retransmits " + n(c.retransmits) +
+                                   " rx_duplicates " + n(c.rx_duplicates) + " rx_out_of_order " + n(c.rx_out_of_order) +
+                                   " rx_bad_frames " + n(c.rx_bad_frames) + " rx_unknown_qp " + n(c.rx_unknown_qp) +
+                                   " terminates_sent " + n(c.terminates_sent) + " terminates_received " +
+                                   n(c.terminates_received) + " rx_bad_acks " + n(c.rx_bad_acks) + " challenge_acks " +
+                                   n(c.challenge_acks) + " cookies_sent " + n(c.cookies_sent) + " rx_bad_cookies " +
+                                   n(c.rx_bad_cookies) + " keepalive_probes " + n(c.keepalive_probes) + " dead_peers " +
+                                   n(c.dead_peers) + " memory_faults " + n(c.memory_faults));
   }
   ia->dev.reset();  // stops the progress thread
   destroy(ia);

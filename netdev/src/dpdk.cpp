@@ -43,6 +43,7 @@
 #include "backends.hpp"
 #include "ethernet.hpp"
 #include "pcap_tap.hpp"
+#include "softrnic/log.hpp"
 
 namespace softrnic::netdev {
 namespace {
@@ -650,7 +651,7 @@ class DpdkNetdev final : public Netdev {
   void shutdown() {
     std::lock_guard lk(io_mu_);
     if (!eal_up_) return;
-    if (const char* v = std::getenv("SOFTRNIC_STATS"); v && *v && *v != '0' && started_) print_stats();
+    if (log::stats_wanted() && started_) print_stats();
     while (stash_pos_ < stash_n_) rte_pktmbuf_free(stash_[stash_pos_++]);
     // Frames just handed to the port may still sit in its ring (memif: in memory the peer reads
     // later, gone when the port closes): give the peer a moment after recent traffic.
@@ -685,21 +686,20 @@ class DpdkNetdev final : public Netdev {
 
   void print_stats() const {
     const NetdevStats s = stats_.snapshot();
-    std::fprintf(
-        stderr,
-        "softrnic: dpdk %s %s ip %s: tx %llu frames %llu bytes, %llu dropped (no mbuf %llu, ring full %llu, link "
-        "down %llu); "
-        "rx %llu frames %llu bytes, %llu truncated, %llu not ours, %llu invalid, %llu to closed ports; "
-        "arp: %llu requests sent, %llu replies sent, %llu requests received, %llu replies received, "
-        "%llu frames queued, %llu queue drops, %llu resolutions failed; rx interrupts %s\n",
-        port_name_.c_str(), eth::to_string(mac_).c_str(), to_string(NetAddr{ip_, udp_port_}).c_str(), ull(s.tx_frames),
-        ull(s.tx_bytes), ull(s.tx_dropped), ull(c_.tx_no_mbuf), ull(c_.tx_full), ull(c_.tx_link_down), ull(s.rx_frames),
-        ull(s.rx_bytes), ull(s.rx_truncated), ull(c_.rx_not_ours), ull(c_.rx_invalid), ull(c_.rx_port_unreach),
-        ull(c_.arp_req_tx), ull(c_.arp_rep_tx), ull(c_.arp_req_rx), ull(c_.arp_rep_rx), ull(c_.arp_queued),
-        ull(c_.arp_queue_drops), ull(c_.arp_failed), intr_fd_ >= 0 ? "on" : "off (polling with back-off)");
+    auto n = [](std::uint64_t v) { return std::to_string(v); };
+    auto a = [](const std::atomic<std::uint64_t>& v) { return std::to_string(v.load()); };
+    log::line_always(
+        "dpdk " + port_name_,
+        eth::to_string(mac_) + " ip " + to_string(NetAddr{ip_, udp_port_}) + ": tx " + n(s.tx_frames) + " frames " +
+            n(s.tx_bytes) + " bytes, " + n(s.tx_dropped) + " dropped (no mbuf " + a(c_.tx_no_mbuf) + ", ring full " +
+            a(c_.tx_full) + ", link down " + a(c_.tx_link_down) + "); rx " + n(s.rx_frames) + " frames " +
+            n(s.rx_bytes) + " bytes, " + n(s.rx_truncated) + " truncated, " + a(c_.rx_not_ours) + " not ours, " +
+            a(c_.rx_invalid) + " invalid, " + a(c_.rx_port_unreach) + " to closed ports; arp: " + a(c_.arp_req_tx) +
+            " requests sent, " + a(c_.arp_rep_tx) + " replies sent, " + a(c_.arp_req_rx) + " requests received, " +
+            a(c_.arp_rep_rx) + " replies received, " + a(c_.arp_queued) + " frames queued, " + a(c_.arp_queue_drops) +
+            " queue drops, " + a(c_.arp_failed) + " resolutions failed; rx interrupts " +
+            (intr_fd_ >= 0 ? "on" : "off (polling with back-off)"));
   }
-  static unsigned long long ull(const std::atomic<std::uint64_t>& v) { return v.load(); }
-  static unsigned long long ull(std::uint64_t v) { return v; }
 
   // Whether the TSC reading `then` is less than `d` ago (the TSC, not the clock: readings are taken
   // for every burst, and a clock read costs ~35 ns here).

@@ -1,5 +1,6 @@
 // Completions: CQ entries, flushing a QP's queues, closing a QP with one event.
 #include "queues.hpp"
+#include "softrnic/log.hpp"
 
 namespace softrnic {
 
@@ -30,6 +31,12 @@ void flush_qp(Qp& qp) {
 }
 
 void emit(Qp& qp, CmEventType ev, std::string reason, std::vector<std::uint8_t> pd) {
+  // Connection life at info; a connection that broke on an error at warn.
+  const log::Level l = ev == CmEventType::broken ? log::Level::warn : log::Level::info;
+  if (log::enabled(l))
+    log::line(l, qp.who,
+              std::string(to_string(ev)) + " (peer " + netdev::to_string(qp.peer) + ")" +
+                  (reason.empty() ? "" : ": " + reason));
   if (qp.init.on_event) qp.init.on_event(&qp, CmEvent{ev, std::move(pd), std::move(reason)});
 }
 

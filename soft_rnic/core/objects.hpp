@@ -148,6 +148,7 @@ struct TransportQp {
 
 struct Qp {
   std::uint32_t qpn = 0;
+  std::string who;  // "<device name> QP[<qpn>]": the prefix of its log lines
   QpInit init;
   QpState state = QpState::idle;
   CmPhase cm = CmPhase::none;

@@ -14,6 +14,7 @@
 #include "queues.hpp"
 #include "roce.hpp"
 #include "rudp.hpp"
+#include "softrnic/log.hpp"
 #include "user_mem.hpp"
 
 namespace softrnic {
@@ -251,6 +252,7 @@ class DeviceImpl final : public Device {
     do {
       qp->qpn = random_qpn();  // unpredictable: a blind injector must guess both QPNs
     } while (qp->qpn == 0 || ctx_.qps.count(qp->qpn));
+    qp->who = log::qp_who(ctx_.cfg.name, qp->qpn);
     qp->transport = transport_.get();
     qp->t = transport_->make_qp_state();
     init.pd->users++;

@@ -7,9 +7,11 @@
 #include <deque>
 #include <mutex>
 #include <numeric>
+#include <regex>
 #include <vector>
 
 #include "harness.hpp"
+#include "softrnic/log.hpp"
 #include "softrnic/rnic.hpp"
 
 using namespace softrnic;
@@ -37,6 +39,7 @@ struct Side {
 
   void open(std::uint16_t port, std::size_t max_dgram = 1472, bool holding = false) {
     DeviceConfig c;
+    c.name = "loop" + std::to_string(port);
     c.netdev.kind = "loopback";
     c.netdev.port = port;
     c.netdev.max_datagram = max_dgram;
@@ -278,6 +281,43 @@ void expect_refused_write(Pair& p, std::uint32_t stag, std::uint64_t addr, std::
 }
 
 }  // namespace
+
+// Issue 16: the log lines of a connection's life, each prefixed with the device and its QP as
+// siw prefixes its own; a broken connection at warn, the rest at info.
+TEST_F(Pair, LogLinesNameTheDeviceAndTheQp) {
+  std::mutex mu;
+  std::vector<std::pair<log::Level, std::string>> lines;
+  log::set_sink([&](log::Level l, const std::string& s) {
+    std::lock_guard lk(mu);
+    lines.emplace_back(l, s);
+  });
+  const log::Level before = log::level();
+  log::set_level(log::Level::info);
+  connect();
+  expect_refused_write(*this, b.stag() ^ 0x01, b.addr(), 100);
+  log::set_level(before);
+  log::set_sink(nullptr);
+  std::lock_guard lk(mu);
+  auto find = [&](const std::string& re_text, log::Level want) -> std::string {
+    const std::regex re(re_text);
+    for (const auto& [l, s] : lines)
+      if (std::regex_search(s, re)) {
+        EXPECT_EQ(l, want) << s;
+        return s;
+      }
+    ADD_FAILURE() << "no line matches " << re_text;
+    return {};
+  };
+  const std::string na = "loop" + std::to_string(base), nb = "loop" + std::to_string(base + 1);
+  const std::string est_b = find(
+      "^softrnic " + nb + " QP\\[[0-9]+\\]: established \\(peer 127\\.0\\.0\\.1:" + std::to_string(base) + "\\)\n$",
+      log::Level::info);
+  const std::string brk_b = find("^softrnic " + nb + " QP\\[[0-9]+\\]: broken .*sent Terminate", log::Level::warn);
+  find("^softrnic " + na + " QP\\[[0-9]+\\]: established", log::Level::info);
+  find("^softrnic " + na + " QP\\[[0-9]+\\]: broken .*peer sent Terminate", log::Level::warn);
+  // the same QP speaks in both of b's lines
+  EXPECT_EQ(est_b.substr(0, est_b.find(']')), brk_b.substr(0, brk_b.find(']')));
+}
 
 TEST_F(Pair, WriteWithWrongKeyTerminates) {
   connect();

@@ -87,7 +87,7 @@ server_pid=""
 grep -qF "DAPL Test Complete. PASSED" "$tmp/server.log" || fail "dtest server did not pass"
 grep -qF "DAPL Test Complete. PASSED" "$tmp/client.log" || fail "dtest client did not pass"
 echo "dtest: server and client PASSED"
-grep -h "^softrnic: " "$tmp/server.log" "$tmp/client.log" || true
+grep -h "^softrnic[ :]" "$tmp/server.log" "$tmp/client.log" || true
 
 # 3. stop the capture (normally it has already stopped after CAPTURE_PACKETS packets)
 stop_pid "$cap_pid" INT

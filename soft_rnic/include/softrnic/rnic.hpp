@@ -99,6 +99,7 @@ struct RoceConfig {
 };
 
 struct DeviceConfig {
+  std::string name;  // who the device is (the DAT IA's name): the prefix of its log lines
   netdev::NetdevConfig netdev;
   Wire wire = Wire::udp;
   MpaConfig mpa;                                     // wire tcp
