@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config git python3 libboost-dev libgtest-dev libdapl-dev dapl2-utils libisal-dev
       tshark iproute2 libdpdk-dev dpdk libpcap-dev ethtool libcli11-dev libsodium-dev zlib1g-dev
-      dpkg-dev file)
+      dpkg-dev file go-md2man groff-base nlohmann-json3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

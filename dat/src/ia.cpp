@@ -69,6 +69,11 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   ia->addr.sin_port = htons(a.port);
   ia->base_port = cfg.netdev.port;
   ia->transport_mtu = std::to_string(ib_mtu_of(link_mtu(cfg, a.ip)));
+  if (info::publishing_enabled()) {
+    std::string perr;
+    ia->publisher = info::Publisher::start(*dev, perr);
+    if (!ia->publisher) log::line(log::Level::warn, name, "softrnic_info cannot see this IA: " + perr);
+  }
   SOFTRNIC_LOG_AT(info, ia->name,
                   std::string("open: ") +
                       (cfg.wire == Wire::tcp    ? "iWARP over MPA/TCP"
@@ -254,7 +259,8 @@ DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
                                    n(c.rx_bad_cookies) + " keepalive_probes " + n(c.keepalive_probes) + " dead_peers " +
                                    n(c.dead_peers) + " memory_faults " + n(c.memory_faults));
   }
-  ia->dev.reset();  // stops the progress thread
+  ia->publisher.reset();  // before the device it reads
+  ia->dev.reset();        // stops the progress thread
   destroy(ia);
   return DAT_SUCCESS;
 }

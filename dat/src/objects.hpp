@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "softrnic/info.hpp"
 #include "softrnic/ring.hpp"
 #include "softrnic/rnic.hpp"
 
@@ -92,6 +93,7 @@ struct Ia : Obj {
   Ia() : Obj(Kind::ia) {}
   std::string name;
   std::unique_ptr<Device> dev;
+  std::unique_ptr<info::Publisher> publisher;  // softrnic_info's window (before dev goes)
   sockaddr_in addr{};
   std::uint16_t base_port = 0;  // where a remote address with port 0 is sent
   // dat_ia_query's provider-specific attributes (their strings live here): DAT_IB_TRANSPORT_MTU

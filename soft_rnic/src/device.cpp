@@ -492,6 +492,9 @@ class DeviceImpl final : public Device {
 
   SrqCounts srq_counts(const Srq* srq) const override {
     std::lock_guard lk(mu_);
+    return srq_counts_locked(srq);
+  }
+  static SrqCounts srq_counts_locked(const Srq* srq) {
     return SrqCounts{static_cast<std::uint32_t>(srq->q.size()),
                      srq->outstanding,
                      srq->allocated,
@@ -528,6 +531,36 @@ class DeviceImpl final : public Device {
   RecvCounts recv_counts(const Qp* qp) const override {
     std::lock_guard lk(mu_);  // one snapshot: count and span under the same lock
     return RecvCounts{qp->rq_allocated, static_cast<std::uint32_t>(qp->rq.size())};
+  }
+
+  DeviceInfo info() const override {
+    DeviceInfo d;
+    d.name = ctx_.cfg.name;
+    d.wire = ctx_.cfg.wire;
+    d.netdev = ctx_.cfg.wire == Wire::tcp ? "tcp" : ctx_.cfg.netdev.kind;
+    d.address = address();
+    d.ctr = counters();
+    std::lock_guard lk(mu_);
+    d.qps.reserve(ctx_.qps.size());
+    for (const auto& [n, qp] : ctx_.qps) {
+      QpInfo q;
+      q.qpn = qp->qpn;
+      q.state = qp->state;
+      q.local = qp->local;
+      q.peer = qp->peer;
+      q.msn_expected = qp->recv_msn;
+      q.recv_queued = static_cast<std::uint32_t>(qp->rq.size());
+      for (const RecvWqe& r : qp->rq)
+        if (r.done || r.placed || r.pos_seen) q.placed_not_completed++;
+      q.recv = RecvCounts{qp->rq_allocated, static_cast<std::uint32_t>(qp->rq.size())};
+      q.uses_srq = qp->init.srq != nullptr;
+      if (q.uses_srq) q.srq = srq_counts_locked(qp->init.srq);
+      q.send_queued = static_cast<std::uint32_t>(qp->sq.size());
+      q.ctr = qp->ctr;
+      d.qps.push_back(q);
+    }
+    std::sort(d.qps.begin(), d.qps.end(), [](const QpInfo& a, const QpInfo& b) { return a.qpn < b.qpn; });
+    return d;
   }
 
   Status set_recv_watermarks(Qp* qp, std::uint32_t soft, std::uint32_t hard) override {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The installed tree works on its own: "cmake --install BUILD --prefix P" into a fresh directory
-# gives the provider by its soname (no run path into the build tree), the tools and the dat.conf
-# fragment naming the installed library; unmodified dtest then passes through that fragment.
+# gives the provider by its soname (no run path into the build tree), the tools, the man pages
+# (when the build found go-md2man) and the dat.conf fragment naming the installed library;
+# unmodified dtest then passes through that fragment.
 #   usage: install_tree.sh BUILD_DIR   (exit 77 = skipped: dapl2-utils missing)
 set -uo pipefail
 build=${1:?usage: install_tree.sh BUILD_DIR}
@@ -18,12 +19,18 @@ lib=$prefix/$libdir/libdaplsoftrnic.so.2
 soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 [[ $soname == libdaplsoftrnic.so.2 ]] || fail "soname '$soname', want libdaplsoftrnic.so.2"
 [[ ! -e $prefix/$libdir/libdaplsoftrnic.so ]] || fail "a development symlink was installed (a provider is loaded by its soname)"
-for t in softrnic_scenario softrnic_bench softrnic_connect softrnic_rping softrnic_perftest softrnic_rc_pingpong; do
+for t in softrnic_info softrnic_scenario softrnic_bench softrnic_connect softrnic_rping softrnic_perftest softrnic_rc_pingpong; do
   [[ -x $prefix/bin/$t ]] || fail "no $prefix/bin/$t"
   readelf -d "$prefix/bin/$t" | grep -qE 'RPATH|RUNPATH' && fail "$t keeps a run path: $(readelf -d "$prefix/bin/$t" | grep -E 'RPATH|RUNPATH')"
   "$prefix/bin/$t" --help >/dev/null 2>&1 || fail "$t --help failed"
 done
 readelf -d "$lib" | grep -qE 'RPATH|RUNPATH' && fail "the provider keeps a run path"
+# the man pages (docs/man), when the build found go-md2man to generate them
+if grep -q '^GO_MD2MAN:FILEPATH=/' "$build/CMakeCache.txt"; then
+  for m in man7/softrnic.7 man1/softrnic_info.1 man1/softrnic_scenario.1 man1/softrnic_bench.1; do
+    [[ -s $prefix/share/man/$m ]] || fail "no $prefix/share/man/$m"
+  done
+fi
 conf=$prefix/share/softrnic/dat.conf
 [[ -f $conf ]] || fail "no $conf"
 n=$(grep -c " $lib dapl.2.0 " "$conf")

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "softrnic/info.hpp"
 #include "softrnic/netdev/netdev.hpp"
 #include "softrnic/rnic.hpp"
 #include "softrnic/wire/ddp.hpp"
@@ -52,7 +53,8 @@ Segment decode(std::span<const std::uint8_t> dgram) {
 
 class Runner {
  public:
-  Runner(AllocPolicy policy, std::size_t max_datagram) : policy_(policy), max_datagram_(max_datagram) {}
+  Runner(AllocPolicy policy, std::size_t max_datagram, bool publish)
+      : policy_(policy), max_datagram_(max_datagram), publish_(publish) {}
 
   int run(std::istream& in) {
     std::string line;
@@ -91,7 +93,7 @@ class Runner {
   bool need_setup() {
     if (a_) return true;
     std::string e;
-    const auto make = [&](std::uint16_t port, netdev::HoldingNetdev*& h) -> std::unique_ptr<Device> {
+    const auto make = [&](std::uint16_t port, netdev::HoldingNetdev*& h, const char* name) -> std::unique_ptr<Device> {
       netdev::NetdevConfig nc;
       nc.kind = "loopback";
       nc.port = port;
@@ -101,13 +103,22 @@ class Runner {
       auto hold = netdev::make_holding(std::move(inner), [](std::span<const std::uint8_t> d) { return decode(d).ddp; });
       h = hold.get();
       DeviceConfig c;
+      c.name = name;
+      c.netdev.kind = "loopback";  // (what softrnic_info reports; the netdev is given below)
       c.alloc_policy = policy_;
       c.initial_rto = c.min_rto = std::chrono::microseconds(600'000'000);  // nothing resent during the script
       return Device::open(c, std::move(hold));
     };
-    a_ = make(40000, hold_a_);
-    b_ = make(40100, hold_b_);
+    a_ = make(40000, hold_a_, "scenario_a");
+    b_ = make(40100, hold_b_, "scenario_b");
     if (!a_ || !b_) return fail("cannot open the two RNICs: " + e);
+    if (publish_) {
+      // softrnic_info's window into both (--info)
+      pub_a_ = info::Publisher::start(*a_, e);
+      if (pub_a_) pub_b_ = info::Publisher::start(*b_, e);
+      if (!pub_b_) return fail("cannot publish for softrnic_info: " + e);
+      std::printf("softrnic_info: %s %s\n", pub_a_->path().c_str(), pub_b_->path().c_str());
+    }
     pa_ = a_->alloc_pd();
     pb_ = b_->alloc_pd();
     a_scq_ = a_->create_cq(4096, nullptr);
@@ -420,6 +431,15 @@ class Runner {
       return true;
     }
     if (cmd == "expect") return expect(args);
+    if (cmd == "pause") {
+      // time for softrnic_info (--info) to look at the devices as they are now
+      const double s = args.empty() ? 1.0 : std::strtod(args[0].c_str(), nullptr);
+      if (!(s > 0 && s <= 600)) return fail("pause takes 0 < SECONDS <= 600");
+      std::printf("paused %g s\n", s);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::duration<double>(s));
+      return true;
+    }
     if (cmd == "disconnect") {
       if (!need_qps()) return false;
       a_->disconnect(qa_, args.empty() || args[0] != "abrupt");
@@ -433,7 +453,9 @@ class Runner {
 
   AllocPolicy policy_;
   std::size_t max_datagram_;
+  bool publish_;
   std::unique_ptr<Device> a_, b_;
+  std::unique_ptr<info::Publisher> pub_a_, pub_b_;  // after the devices: they go first
   netdev::HoldingNetdev *hold_a_ = nullptr, *hold_b_ = nullptr;
   Pd *pa_ = nullptr, *pb_ = nullptr;
   Cq *a_scq_ = nullptr, *a_rcq_ = nullptr, *b_scq_ = nullptr, *b_rcq_ = nullptr;
@@ -456,6 +478,7 @@ class Runner {
 int main(int argc, char** argv) {
   AllocPolicy policy = AllocPolicy::arrival;
   std::size_t max_datagram = 1472;
+  bool publish = false;
   const char* file = nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -468,15 +491,17 @@ int main(int argc, char** argv) {
       policy = p == "arrival" ? AllocPolicy::arrival : AllocPolicy::gap_fill;
     } else if (a == "--max-datagram" && i + 1 < argc) {
       max_datagram = std::stoul(argv[++i]);
+    } else if (a == "--info") {
+      publish = true;
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: softrnic_scenario [--policy arrival|gap_fill] [--max-datagram N] FILE\n");
+      std::printf("usage: softrnic_scenario [--policy arrival|gap_fill] [--max-datagram N] [--info] FILE\n");
       return 0;
     } else {
       file = argv[i];
     }
   }
   if (!file) {
-    std::fprintf(stderr, "usage: softrnic_scenario [--policy arrival|gap_fill] [--max-datagram N] FILE\n");
+    std::fprintf(stderr, "usage: softrnic_scenario [--policy arrival|gap_fill] [--max-datagram N] [--info] FILE\n");
     return 2;
   }
   std::ifstream in(file);
@@ -485,6 +510,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("scenario %s, allocation policy %s\n", file, policy == AllocPolicy::arrival ? "arrival" : "gap_fill");
-  Runner r(policy, max_datagram);
+  Runner r(policy, max_datagram, publish);
   return r.run(in);
 }

@@ -317,6 +317,30 @@ struct QpCounters {
   std::uint64_t spurious_retransmits = 0;  // found out afterwards (acknowledged too soon after)
 };
 
+// A look inside a live device (softrnic_info): one consistent snapshot, taken under the device
+// lock, of what each QP's receive side holds and what its connection did.
+struct QpInfo {
+  std::uint32_t qpn = 0;
+  QpState state = QpState::idle;
+  NetAddr local{}, peer{};
+  std::uint32_t msn_expected = 0;          // MSN of the next incoming message to complete (ordering)
+  std::uint32_t recv_queued = 0;           // receive entries the QP holds (posted, or SRQ buffers taken)
+  std::uint32_t placed_not_completed = 0;  // messages with data placed, waiting for an earlier one to complete
+  RecvCounts recv;                         // what dat_ep_recv_query reports
+  bool uses_srq = false;
+  SrqCounts srq;                  // the QP's SRQ as dat_srq_query reports it (uses_srq)
+  std::uint32_t send_queued = 0;  // posted sends not yet completed
+  QpCounters ctr;
+};
+struct DeviceInfo {
+  std::string name;
+  Wire wire = Wire::udp;
+  std::string netdev;  // "udp", "loopback", "dpdk", "tcp"
+  NetAddr address{};
+  DeviceCounters ctr;
+  std::vector<QpInfo> qps;  // by QP number
+};
+
 // A completion channel (ibv_comp_channel's place): where consumer threads that block wait for
 // one object's completions and events (a DAT EVD or CNO). A waiter becomes the thread that drives
 // the device's engine while it waits, blocked in the netdev, instead of sleeping until the
@@ -443,6 +467,8 @@ class Device {
   virtual void srq_reaped(Srq* srq, std::uint32_t n) = 0;
 
   virtual RecvCounts recv_counts(const Qp* qp) const = 0;
+  // Every QP's receive state and counters, in one snapshot (softrnic_info).
+  virtual DeviceInfo info() const = 0;
   // Soft: one notification when allocated buffers exceed it; hard: the connection breaks.
   virtual Status set_recv_watermarks(Qp* qp, std::uint32_t soft, std::uint32_t hard) = 0;
 };
