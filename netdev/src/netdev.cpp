@@ -47,8 +47,8 @@ bool interface_ipv4(const std::string& name, std::uint32_t& ip, std::string& err
   ::close(fd);
   if (rc != 0) {
     error = err == ENODEV          ? "no network interface '" + printable(name) + "' (ip -br link lists them)"
-            : err == EADDRNOTAVAIL ? "network interface '" + name + "' has no IPv4 address"
-                                   : "network interface '" + name + "': " + std::strerror(err);
+            : err == EADDRNOTAVAIL ? "network interface '" + printable(name) + "' has no IPv4 address"
+                                   : "network interface '" + printable(name) + "': " + std::strerror(err);
     return false;
   }
   ip = ntohl(reinterpret_cast<const sockaddr_in*>(&r.ifr_addr)->sin_addr.s_addr);

@@ -46,6 +46,7 @@ void Rdmap::on_segment(Qp& qp, std::span<const std::uint8_t> body, Pos pos) {
     case w::RdmapOpcode::read_response: fail(qp, place_read_response(ctx_, qp, s.stag, s.to, s.payload, pos)); return;
     case w::RdmapOpcode::terminate: {
       ctx_.ctr.terminates_received++;
+      qp.ctr.terminates_received++;
       std::string reason = "peer sent Terminate";
       WcStatus status = WcStatus::remote_operation_error;
       if (s.ulp_header.size() >= sizeof(w::TerminateHdr)) {

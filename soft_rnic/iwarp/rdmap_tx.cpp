@@ -97,6 +97,7 @@ void Rdmap::answer_read_requests(Qp& qp) {
 
 void Rdmap::terminate(Qp& qp, Error e, const std::string& reason, std::optional<Pos> bad) {
   ctx_.ctr.terminates_sent++;
+  qp.ctr.terminates_sent++;
   if (!bad) bad = rx_pos_;
   if (bad) lower_.hold_acks_from(qp, *bad);
   const TerminateCode tc = terminate_code(e);

@@ -129,14 +129,17 @@ void Roce::on_response(Qp& qp, const w::Packet& p) {
     case w::kNakInvalidRequest:
     case w::kNakInvalidRdRequest:
       ctx_.ctr.terminates_received++;
+      qp.ctr.terminates_received++;
       complete_error(qp, WcStatus::remote_invalid_request, "the peer sent NAK invalid request");
       return;
     case w::kNakRemoteAccess:
       ctx_.ctr.terminates_received++;
+      qp.ctr.terminates_received++;
       complete_error(qp, WcStatus::remote_access_error, "the peer sent NAK remote access error");
       return;
     case w::kNakRemoteOperation:
       ctx_.ctr.terminates_received++;
+      qp.ctr.terminates_received++;
       complete_error(qp, WcStatus::remote_operation_error, "the peer sent NAK remote operational error");
       return;
     default: ctx_.ctr.rx_bad_acks++; return;

@@ -338,6 +338,7 @@ void Roce::nak(Qp& qp, std::uint8_t code, Pos psn, Error e, std::string reason) 
   st(qp).ack_pending = false;
   send_ack(qp, code, psn);
   ctx_.ctr.terminates_sent++;
+  qp.ctr.terminates_sent++;
   break_qp(
       qp, "sent NAK 0x" +
               [&] {

@@ -278,6 +278,8 @@ void expect_refused_write(Pair& p, std::uint32_t stag, std::uint64_t addr, std::
       << "no byte placed";
   EXPECT_EQ(p.b.dev->counters().terminates_sent, 1u);
   EXPECT_EQ(p.a.dev->counters().terminates_received, 1u);
+  EXPECT_EQ(p.b.dev->qp_counters(p.b.qp).terminates_sent, 1u) << "the QP's own count (softrnic_info)";
+  EXPECT_EQ(p.a.dev->qp_counters(p.a.qp).terminates_received, 1u);
 }
 
 }  // namespace

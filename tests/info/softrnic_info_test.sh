@@ -21,7 +21,7 @@ hold on
 send 5 3000
 deliver first=19,22,23
 expect allocated=3 span=5 completions=0 available=19 outstanding=22
-pause 20
+pause 60
 SCN
 "$build/tools/softrnic_scenario" --info "$work/gap.scn" >"$work/scn.log" 2>&1 &
 scn_pid=$!
@@ -61,7 +61,8 @@ else:
         keys(qb, ["qpn", "state", "local", "peer", "msn_expected", "recv_queued", "placed_not_completed",
                   "recv_allocated", "recv_span", "send_queued", "counters", "srq"], "QP")
         keys(qb["counters"], ["tx_frames", "rx_frames", "retransmits", "rx_duplicates", "rx_out_of_order",
-                              "rx_beyond_window", "rack_retransmits", "spurious_retransmits"], "QP counters")
+                              "rx_beyond_window", "rack_retransmits", "spurious_retransmits", "terminates_sent",
+                              "terminates_received"], "QP counters")
         keys(qb["srq"], ["available", "outstanding", "allocated", "completed", "max_wr", "low_watermark"], "SRQ")
         want_b = {"state": "RTS", "peer": "127.0.0.1:40000", "msn_expected": 19, "placed_not_completed": 3,
                   "recv_allocated": 3, "recv_span": 5}
@@ -80,6 +81,40 @@ sys.exit(1 if bad else 0)
 PY
 grep -qE '^ +[0-9]+ +RTS +127\.0\.0\.1:40000 +19 +3 +3 +5 +19/22 ' "$work/table.txt" || fail "the table has no row for B's QP with 19 3 3 5 19/22"
 [[ $(grep -c '^Live IAs' "$work/watch.txt") == 2 ]] || fail "--watch --count 2 did not print twice"
+# a stopped process answers nothing: softrnic_info reports it within its 2 s bounds, not hangs
+kill -STOP "$scn_pid"
+t0=$(date +%s)
+stopped=$(timeout 20 "$build/tools/softrnic_info" --conf "$build/dat.conf") || fail "softrnic_info with a stopped process: exit $?"
+kill -CONT "$scn_pid"
+(($(date +%s) - t0 <= 10)) || fail "softrnic_info took $(($(date +%s) - t0)) s with a stopped process"
+[[ $(grep -c 'no answer from' <<<"$stopped") == 2 ]] || { echo "$stopped"; fail "the stopped process's 2 IAs are not reported unanswered"; }
+echo "a stopped process: its 2 IAs reported unanswered in $(($(date +%s) - t0)) s"
+# what another process's socket says is text to check, not to trust: not JSON, not an object,
+# another schema, or keys missing and of the wrong type must not crash the tool
+python3 - "$SOFTRNIC_INFO_DIR" <<'PY' &
+import os, socket, sys, threading, time
+answers = {"1-junk-0.sock": b"\x00\xffnot json", "2-array-0.sock": b"[1,2]", "3-schema-0.sock": b'{"schema":99}',
+           "4-odd-0.sock": b'{"schema":1,"ia":"odd","counters":[],"qps":[{"qpn":"a","srq":5,"counters":null},7]}'}
+socks = []
+for name, text in answers.items():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(os.path.join(sys.argv[1], name)); s.listen(4); socks.append((s, text))
+def serve(s, text):
+    while True:
+        c, _ = s.accept(); c.sendall(text); c.close()
+for s, t in socks: threading.Thread(target=serve, args=(s, t), daemon=True).start()
+open(os.path.join(sys.argv[1], "ready"), "w").close()
+time.sleep(30)
+PY
+fake=$!
+for _ in $(seq 1 100); do [[ -e $SOFTRNIC_INFO_DIR/ready ]] && break; sleep 0.05; done
+odd=$("$build/tools/softrnic_info" --conf "$build/dat.conf" 2>&1) || { echo "$odd"; kill $fake; fail "softrnic_info on hostile sockets: exit $?"; }
+"$build/tools/softrnic_info" --conf "$build/dat.conf" --json >/dev/null 2>&1 || { kill $fake; fail "--json on hostile sockets"; }
+kill $fake 2>/dev/null; wait $fake 2>/dev/null
+rm -f "$SOFTRNIC_INFO_DIR"/[1-4]-*.sock "$SOFTRNIC_INFO_DIR/ready"
+[[ $(grep -c 'not a softrnic snapshot of schema 1' <<<"$odd") == 3 ]] || { echo "$odd"; fail "junk, an array and schema 99 are not all refused"; }
+grep -qE '^ +a +- +- ' <<<"$odd" || { echo "$odd"; fail "the odd snapshot's QP row is not shown with '-' for what it lacks"; }
+echo "hostile sockets: 3 refused, 1 shown with what it lacks as '-'"
 kill "$scn_pid" 2>/dev/null; wait "$scn_pid" 2>/dev/null; scn_pid=""
 # a killed process leaves its sockets: softrnic_info reports and removes them
 sleep 0.2

@@ -144,17 +144,22 @@ class Session {
   }
 
   int serve() {
-    std::deque<std::pair<ConnRequest*, ConnRequestInfo>> reqs;
+    struct Pending {
+      ConnRequest* req;
+      ConnRequestInfo info;
+      std::chrono::steady_clock::time_point came;
+    };
+    std::deque<Pending> reqs;
     if (dev_->listen(o_.port, [&](ConnRequest* r, const ConnRequestInfo& info) {
           std::lock_guard lk(mu_);
-          reqs.emplace_back(r, info);
+          reqs.push_back(Pending{r, info, std::chrono::steady_clock::now()});
           cv_.notify_all();
         }) != Status::ok)
       return fail("cannot listen on port " + std::to_string(o_.port));
     std::printf("softrnic_connect: listening on %s:%u\n", o_.addr.c_str(), o_.port);
     std::fflush(stdout);
     for (int n = 0; n < o_.count; ++n) {
-      std::pair<ConnRequest*, ConnRequestInfo> r;
+      Pending r;
       {
         std::unique_lock lk(mu_);
         if (!cv_.wait_for(lk, std::chrono::seconds(o_.timeout_s), [&] { return !reqs.empty(); }))
@@ -162,12 +167,12 @@ class Session {
         r = reqs.front();
         reqs.pop_front();
       }
-      std::this_thread::sleep_for(std::chrono::seconds(o_.delay_s));
-      if (const Status s = dev_->reject(r.first, o_.pdata); s != Status::ok)
+      std::this_thread::sleep_until(r.came + std::chrono::seconds(o_.delay_s));  // from its arrival
+      if (const Status s = dev_->reject(r.req, o_.pdata); s != Status::ok)
         return fail("reject: " + std::string(to_string(s)));
       std::printf("softrnic_connect: rejected the request of %s (its private data %zu bytes: %s; ours %zu bytes: %s)\n",
-                  netdev::to_string(r.second.remote).c_str(), r.second.private_data.size(),
-                  to_hex(r.second.private_data).c_str(), o_.pdata.size(), to_hex(o_.pdata).c_str());
+                  netdev::to_string(r.info.remote).c_str(), r.info.private_data.size(),
+                  to_hex(r.info.private_data).c_str(), o_.pdata.size(), to_hex(o_.pdata).c_str());
       std::fflush(stdout);
     }
     std::this_thread::sleep_for(500ms);  // the reject's frame and FIN leave before the device closes

@@ -59,6 +59,19 @@ const char* wire_name(Wire w) {
   return w == Wire::tcp ? "iwarp-mpa-tcp" : w == Wire::roce ? "roce-v2" : "iwarp-udp";
 }
 
+std::string str(const json& j) {
+  return j.is_string() ? j.get<std::string>() : j.is_null() ? "-" : j.dump();
+}
+
+// j[k], or null when j is no object or has no k: a snapshot is another process's text, and a
+// key it lacks (an older softrnic) shows as "-" instead of failing.
+const json& at(const json& j, const char* k) {
+  static const json none;
+  if (!j.is_object()) return none;
+  const auto i = j.find(k);
+  return i == j.end() ? none : *i;
+}
+
 json conf_ias(const std::string& path, bool& readable) {
   json ias = json::array();
   std::ifstream in(path);
@@ -120,8 +133,8 @@ json gather(const std::string& conf, const std::string& dir, bool& conf_ok) {
       continue;
     }
     json j = json::parse(text, nullptr, false);
-    if (j.is_discarded()) {
-      stale.push_back({{"socket", s}, {"error", "not JSON"}});
+    if (j.is_discarded() || !j.is_object() || at(j, "schema") != info::kSchema) {
+      stale.push_back({{"socket", s}, {"error", "not a softrnic snapshot of schema " + std::to_string(info::kSchema)}});
       continue;
     }
     j["socket"] = s;
@@ -130,10 +143,6 @@ json gather(const std::string& conf, const std::string& dir, bool& conf_ok) {
   doc["live"] = live;
   doc["unanswered"] = stale;
   return doc;
-}
-
-std::string str(const json& j) {
-  return j.is_string() ? j.get<std::string>() : j.dump();
 }
 
 void print_tables(const json& d) {
@@ -161,25 +170,29 @@ void print_tables(const json& d) {
       str(l["max_mr"]).c_str(), str(l["max_msg_size"]).c_str(), str(l["max_rdma_read"]).c_str());
   std::printf("Live IAs (%s): %zu\n", str(d["socket_dir"]).c_str(), d["live"].size());
   for (const auto& dev : d["live"]) {
-    const auto& c = dev["counters"];
+    const json& c = at(dev, "counters");
     std::printf(
         "  %s pid %s: %s on %s %s; tx %s rx %s frames, retransmits %s, out of order %s, duplicates %s, "
         "bad frames %s, Terminates sent %s received %s\n",
-        str(dev["ia"]).c_str(), str(dev["pid"]).c_str(), str(dev["wire"]).c_str(), str(dev["netdev"]).c_str(),
-        str(dev["address"]).c_str(), str(c["tx_frames"]).c_str(), str(c["rx_frames"]).c_str(),
-        str(c["retransmits"]).c_str(), str(c["rx_out_of_order"]).c_str(), str(c["rx_duplicates"]).c_str(),
-        str(c["rx_bad_frames"]).c_str(), str(c["terminates_sent"]).c_str(), str(c["terminates_received"]).c_str());
-    if (dev["qps"].empty()) continue;
-    std::printf("    %-9s %-9s %-21s %7s %6s %5s %4s %-14s %5s %6s %6s\n", "QP", "state", "peer", "MSN exp", "placed",
-                "alloc", "span", "SRQ avail/out", "sq", "retx", "ooo");
-    for (const auto& q : dev["qps"]) {
-      std::string srq = "-";
-      if (!q["srq"].is_null()) srq = str(q["srq"]["available"]) + "/" + str(q["srq"]["outstanding"]);
-      std::printf("    %-9s %-9s %-21s %7s %6s %5s %4s %-14s %5s %6s %6s\n", str(q["qpn"]).c_str(),
-                  str(q["state"]).c_str(), str(q["peer"]).c_str(), str(q["msn_expected"]).c_str(),
-                  str(q["placed_not_completed"]).c_str(), str(q["recv_allocated"]).c_str(), str(q["recv_span"]).c_str(),
-                  srq.c_str(), str(q["send_queued"]).c_str(), str(q["counters"]["retransmits"]).c_str(),
-                  str(q["counters"]["rx_out_of_order"]).c_str());
+        str(at(dev, "ia")).c_str(), str(at(dev, "pid")).c_str(), str(at(dev, "wire")).c_str(),
+        str(at(dev, "netdev")).c_str(), str(at(dev, "address")).c_str(), str(at(c, "tx_frames")).c_str(),
+        str(at(c, "rx_frames")).c_str(), str(at(c, "retransmits")).c_str(), str(at(c, "rx_out_of_order")).c_str(),
+        str(at(c, "rx_duplicates")).c_str(), str(at(c, "rx_bad_frames")).c_str(), str(at(c, "terminates_sent")).c_str(),
+        str(at(c, "terminates_received")).c_str());
+    const json& qps = at(dev, "qps");
+    if (!qps.is_array() || qps.empty()) continue;
+    std::printf("    %-9s %-9s %-21s %7s %6s %5s %4s %-14s %5s %6s %6s %s\n", "QP", "state", "peer", "MSN exp",
+                "placed", "alloc", "span", "SRQ avail/out", "sq", "retx", "ooo", "Term s/r");
+    for (const auto& q : qps) {
+      const json& srq = at(q, "srq");
+      const json& qc = at(q, "counters");
+      const std::string srq_s = srq.is_object() ? str(at(srq, "available")) + "/" + str(at(srq, "outstanding")) : "-";
+      const std::string term = str(at(qc, "terminates_sent")) + "/" + str(at(qc, "terminates_received"));
+      std::printf("    %-9s %-9s %-21s %7s %6s %5s %4s %-14s %5s %6s %6s %s\n", str(at(q, "qpn")).c_str(),
+                  str(at(q, "state")).c_str(), str(at(q, "peer")).c_str(), str(at(q, "msn_expected")).c_str(),
+                  str(at(q, "placed_not_completed")).c_str(), str(at(q, "recv_allocated")).c_str(),
+                  str(at(q, "recv_span")).c_str(), srq_s.c_str(), str(at(q, "send_queued")).c_str(),
+                  str(at(qc, "retransmits")).c_str(), str(at(qc, "rx_out_of_order")).c_str(), term.c_str());
     }
   }
   for (const auto& s : d["unanswered"])

@@ -315,6 +315,7 @@ struct QpCounters {
   std::uint64_t rx_beyond_window = 0;
   std::uint64_t rack_retransmits = 0;      // retransmissions decided by a later frame's delivery, before the RTO
   std::uint64_t spurious_retransmits = 0;  // found out afterwards (acknowledged too soon after)
+  std::uint64_t terminates_sent = 0, terminates_received = 0;  // (RoCEv2: fatal NAKs)
 };
 
 // A look inside a live device (softrnic_info): one consistent snapshot, taken under the device
@@ -467,7 +468,8 @@ class Device {
   virtual void srq_reaped(Srq* srq, std::uint32_t n) = 0;
 
   virtual RecvCounts recv_counts(const Qp* qp) const = 0;
-  // Every QP's receive state and counters, in one snapshot (softrnic_info).
+  // Every QP's receive state and counters, in one snapshot (softrnic_info). Takes the device
+  // lock: not from a callback of this device (on_event, a listener), which runs under it.
   virtual DeviceInfo info() const = 0;
   // Soft: one notification when allocated buffers exceed it; hard: the connection breaks.
   virtual Status set_recv_watermarks(Qp* qp, std::uint32_t soft, std::uint32_t hard) = 0;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -47,8 +48,12 @@ bool make_dir(const std::string& dir, mode_t mode, std::string& error) {
     error = dir + " is not a directory";
     return false;
   }
-  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+  if (st.st_uid != ::geteuid()) {
     error = dir + " belongs to another user";
+    return false;
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    error = dir + " is writable by others (its sockets could be replaced)";
     return false;
   }
   return true;
@@ -63,42 +68,68 @@ std::string sanitize(const std::string& name) {
 
 class PublisherImpl final : public Publisher {
  public:
-  PublisherImpl(const Device& dev, int fd, std::string path) : dev_(dev), fd_(fd), path_(std::move(path)) {
-    if (::pipe2(stop_, O_CLOEXEC) != 0) stop_[0] = stop_[1] = -1;
+  // `stop` is a pipe (read end, write end) whose write end wakes the thread to leave.
+  PublisherImpl(const Device& dev, int fd, std::string path, const int stop[2])
+      : dev_(dev), fd_(fd), path_(std::move(path)), stop_{stop[0], stop[1]} {
     thread_ = std::thread([this] { run(); });
   }
   ~PublisherImpl() override {
-    if (stop_[1] >= 0) (void)!::write(stop_[1], "x", 1);
-    if (thread_.joinable()) thread_.join();
+    (void)!::write(stop_[1], "x", 1);
+    thread_.join();
     ::close(fd_);
     ::unlink(path_.c_str());
-    for (const int f : stop_)
-      if (f >= 0) ::close(f);
+    ::close(stop_[0]);
+    ::close(stop_[1]);
   }
   const std::string& path() const override { return path_; }
 
  private:
+  // Waits for `fd` to be ready for `events` or the stop pipe, at most `ms` (-1: no limit).
+  // 1: ready; 0: timed out; -1: stop (or poll failed).
+  int wait(int fd, short events, int ms) const {
+    for (;;) {
+      pollfd p[2] = {{fd, events, 0}, {stop_[0], POLLIN, 0}};
+      const int r = ::poll(p, 2, ms);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 || p[1].revents) return -1;
+      return r == 0 ? 0 : 1;
+    }
+  }
+
   void run() {
     const long pid = static_cast<long>(::getpid());
     for (;;) {
-      pollfd p[2] = {{fd_, POLLIN, 0}, {stop_[0], POLLIN, 0}};
-      if (::poll(p, stop_[0] >= 0 ? 2 : 1, -1) < 0) {
-        if (errno == EINTR) continue;
-        return;
+      if (wait(fd_, POLLIN, -1) < 0) return;
+      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (c < 0) {
+        // out of descriptors or memory: the connection stays queued; do not spin on it
+        if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN && wait(stop_[0], POLLIN, 100) != 0) return;
+        continue;
       }
-      if (p[1].revents) return;
-      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      const timeval tv{1, 0};  // a reader that does not read cannot hold this thread
-      ::setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
       const std::string text = to_json(dev_.info(), pid) + "\n";
+      // A reader gets 2 s for the whole snapshot: one that reads slowly or not at all cannot
+      // hold this thread (nor the IA's close, which joins it).
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
       const char* b = text.data();
       std::size_t n = text.size();
       while (n) {
         const ssize_t w = ::send(c, b, n, MSG_NOSIGNAL);
-        if (w <= 0) break;
-        b += w;
-        n -= static_cast<std::size_t>(w);
+        if (w > 0) {
+          b += w;
+          n -= static_cast<std::size_t>(w);
+          continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) break;
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+        if (left <= 0) break;
+        const int r = wait(c, POLLOUT, static_cast<int>(left));
+        if (r < 0) {
+          ::close(c);
+          return;
+        }
+        if (r == 0) break;
       }
       ::close(c);
     }
@@ -107,7 +138,7 @@ class PublisherImpl final : public Publisher {
   const Device& dev_;
   int fd_;
   std::string path_;
-  int stop_[2] = {-1, -1};
+  int stop_[2];
   std::thread thread_;
 };
 
@@ -146,7 +177,9 @@ std::string to_json(const DeviceInfo& d, long pid) {
                 {"rx_out_of_order", q.ctr.rx_out_of_order},
                 {"rx_beyond_window", q.ctr.rx_beyond_window},
                 {"rack_retransmits", q.ctr.rack_retransmits},
-                {"spurious_retransmits", q.ctr.spurious_retransmits}}}};
+                {"spurious_retransmits", q.ctr.spurious_retransmits},
+                {"terminates_sent", q.ctr.terminates_sent},
+                {"terminates_received", q.ctr.terminates_received}}}};
     j["srq"] = q.uses_srq ? json{{"available", q.srq.available}, {"outstanding", q.srq.outstanding},
                                  {"allocated", q.srq.allocated}, {"completed", q.srq.completed},
                                  {"max_wr", q.srq.max_wr},       {"low_watermark", q.srq.low_watermark}}
@@ -195,15 +228,23 @@ std::unique_ptr<Publisher> Publisher::start(const Device& dev, std::string& erro
     return nullptr;
   }
   ::unlink(path.c_str());  // a stale one of a process that had our pid
-  const mode_t old = ::umask(0177);
-  const int rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
-  ::umask(old);
-  if (rc != 0 || ::listen(fd, 8) != 0) {
+  // (Connecting needs write permission on the socket: until the chmod, the umask's mode, which
+  // leaves others without it unless the umask is 0; the directory is 0700 for non-root anyway.)
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0 || ::chmod(path.c_str(), 0600) != 0 ||
+      ::listen(fd, 8) != 0) {
     error = "cannot listen on " + path + ": " + std::strerror(errno);
     ::close(fd);
+    ::unlink(path.c_str());
     return nullptr;
   }
-  return std::make_unique<PublisherImpl>(dev, fd, path);
+  int stop[2];
+  if (::pipe2(stop, O_CLOEXEC) != 0) {
+    error = std::string("pipe: ") + std::strerror(errno);
+    ::close(fd);
+    ::unlink(path.c_str());
+    return nullptr;
+  }
+  return std::make_unique<PublisherImpl>(dev, fd, path, stop);
 }
 
 std::vector<std::string> list_sockets(const std::string& dir) {
@@ -232,10 +273,15 @@ bool fetch(const std::string& socket_path, std::string& text, std::string& error
     error = std::strerror(errno);
     return false;
   }
+  // A process that is stopped (SIGSTOP, a debugger) answers nothing and its listen queue fills:
+  // connect waits then, bounded by SO_SNDTIMEO, and the read by SO_RCVTIMEO.
   const timeval tv{2, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
-    error = errno == ECONNREFUSED ? "stale" : std::strerror(errno);
+    error = errno == ECONNREFUSED                       ? "stale"
+            : (errno == EAGAIN || errno == EINPROGRESS) ? "no answer within 2 s (process stopped?)"
+                                                        : std::strerror(errno);
     ::close(fd);
     return false;
   }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -34,13 +35,14 @@ void emit(Level l, const std::string& s) {
   std::size_t n = s.size();
   while (n) {
     const ssize_t w = ::write(STDERR_FILENO, p, n);
+    if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return;
     p += w;
     n -= static_cast<std::size_t>(w);
   }
 }
 
-int init_level() {
+int init_level(bool first) {
   Level l = Level::warn;
   std::string bad;
   if (const char* v = std::getenv("SOFTRNIC_LOG"); v && *v) {
@@ -51,7 +53,12 @@ int init_level() {
   } else if (env_on("SOFTRNIC_TRACE")) {
     l = Level::debug;  // the older switch
   }
-  g_level.store(static_cast<int>(l));
+  if (first) {
+    int expected = kUnset;  // a set_level that came first wins
+    g_level.compare_exchange_strong(expected, static_cast<int>(l));
+  } else {
+    g_level.store(static_cast<int>(l));
+  }
   if (!bad.empty()) {
     std::string printable;
     for (const char c : bad) printable += (c >= 0x20 && c < 0x7F) ? c : '?';
@@ -64,12 +71,12 @@ int init_level() {
 
 Level level() noexcept {
   int v = g_level.load(std::memory_order_relaxed);
-  if (v == kUnset) v = init_level();
+  if (v == kUnset) v = init_level(true);
   return static_cast<Level>(v);
 }
 
 void reload_from_env() noexcept {
-  init_level();
+  init_level(false);
 }
 
 void set_level(Level l) noexcept {
