@@ -37,6 +37,16 @@ terms() {
 # missing WANT HAVE: the lines of WANT that are not in HAVE (both sorted, one item a line)
 missing() { comm -23 <(printf '%s\n' "$1" | sed '/^$/d') <(printf '%s\n' "$2" | sed '/^$/d'); }
 count() { printf '%s\n' "$1" | sed '/^$/d' | wc -l; }
+# agree TAG WANT HAVE WHAT_MISSING WHAT_STALE PASS: every item of WANT in HAVE and the reverse;
+# a FAIL line for each side that is not ("TAG WHAT_MISSING: items"), else "PASS: TAG PASS"
+agree() {
+  local undocumented stale
+  undocumented=$(missing "$2" "$3")
+  stale=$(missing "$3" "$2")
+  [[ -z $undocumented ]] || fail "$1 $4:" $undocumented
+  [[ -z $stale ]] || fail "$1 $5:" $stale
+  [[ -z $undocumented && -z $stale ]] && echo "PASS: $1 $6"
+}
 
 # ---- (a) ia_params keys ------------------------------------------------------------------------
 parsers=("$src/dat/src/ia_params.cpp" "$src/netdev/src/config.cpp")
@@ -44,11 +54,8 @@ accepted=$(grep -ohE 'key == "[A-Za-z0-9_]+"' "${parsers[@]}" | sed 's/.*"\(.*\)
 documented=$(section "$man/softrnic.7.md" CONFIGURATION | terms | sort -u)
 [[ -n $accepted ]] || fail "(a) no key == \"...\" found in ${parsers[*]}"
 echo "(a) ia_params keys: $(count "$accepted") accepted by the parsers, $(count "$documented") documented in softrnic.7.md"
-undocumented=$(missing "$accepted" "$documented")
-stale=$(missing "$documented" "$accepted")
-[[ -z $undocumented ]] || fail "(a) keys the parsers accept but softrnic.7.md does not document:" $undocumented
-[[ -z $stale ]] || fail "(a) keys softrnic.7.md documents but no parser accepts:" $stale
-[[ -z $undocumented && -z $stale ]] && echo "PASS: (a) every accepted key is documented, every documented key is accepted"
+agree "(a)" "$accepted" "$documented" "keys the parsers accept but softrnic.7.md does not document" \
+  "keys softrnic.7.md documents but no parser accepts" "every accepted key is documented, every documented key is accepted"
 
 # ---- (b) environment ---------------------------------------------------------------------------
 code=$(find "$src/dat" "$src/soft_rnic" "$src/netdev" -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \))
@@ -112,21 +119,15 @@ for tool in info/softrnic_info scenario/softrnic_scenario bench/softrnic_bench; 
           grep -oE '\*\*-[^*]+\*\*' | tr -d '*') | sort -u)
   echo "(d) $name: $(count "$declared") options declared ($(echo $declared)), $(count "$doc") documented"
   [[ -n $declared ]] || fail "(d) no options found in $cpp"
-  undocumented=$(missing "$declared" "$doc")
-  stale=$(missing "$doc" "$declared")
-  [[ -z $undocumented ]] || fail "(d) $name options not in $md's OPTIONS:" $undocumented
-  [[ -z $stale ]] || fail "(d) $md documents options $name does not have:" $stale
-  [[ -z $undocumented && -z $stale ]] && echo "PASS: (d) $name: every option documented, none stale"
+  agree "(d)" "$declared" "$doc" "$name options not in $md's OPTIONS" "$md documents options $name does not have" \
+    "$name: every option documented, none stale"
 done
 cpp=$src/tools/scenario/softrnic_scenario.cpp
 commands=$(grep -ohE 'cmd == "[a-z_]+"' "$cpp" | sed 's/.*"\(.*\)"/\1/' | sort -u)
 doc=$(section "$man/softrnic_scenario.1.md" "SCRIPT FORMAT" | terms | sort -u)
 echo "(d) softrnic_scenario script: $(count "$commands") commands in the runner, $(count "$doc") documented"
-undocumented=$(missing "$commands" "$doc")
-stale=$(missing "$doc" "$commands")
-[[ -z $undocumented ]] || fail "(d) script commands not in softrnic_scenario.1.md's SCRIPT FORMAT:" $undocumented
-[[ -z $stale ]] || fail "(d) softrnic_scenario.1.md documents commands the runner does not have:" $stale
-[[ -z $undocumented && -z $stale ]] && echo "PASS: (d) every script command documented, none stale"
+agree "(d)" "$commands" "$doc" "script commands not in softrnic_scenario.1.md's SCRIPT FORMAT" \
+  "softrnic_scenario.1.md documents commands the runner does not have" "every script command documented, none stale"
 
 ((status == 0)) && echo "PASS: the man pages agree with the parsers and the tools"
 exit $status
