@@ -76,6 +76,8 @@ bool parse_ia_params_raw(std::string_view params, DeviceConfig& cfg, std::string
       continue;
     } else if (key == "busy_poll") {
       ok = parse_bool(val, cfg.busy_poll);
+    } else if (key == "batch_posts") {
+      ok = parse_bool(val, cfg.batch_posts);
     } else if (key == "min_rto_us") {
       std::uint32_t us;
       ok = parse_uint<std::uint32_t>(val, 100, 10000000, us);

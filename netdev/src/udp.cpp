@@ -12,6 +12,7 @@
 #include <linux/errqueue.h>
 // clang-format on
 #include <netinet/in.h>
+#include <netinet/udp.h>  // UDP_SEGMENT
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -40,6 +41,9 @@ using asio::ip::udp;
 constexpr int kMaxPortProbe = 64;
 constexpr std::size_t kBurst = 64;
 constexpr std::size_t kMaxConnectedPeers = 4;
+// UDP GSO: at most 64 segments per send (UDP_MAX_SEGMENTS on Linux 6.1), in one IP datagram.
+constexpr std::size_t kMaxGsoSegments = 64;
+constexpr std::size_t kMaxGsoBytes = 65507;
 // While peers have sockets of their own, a consumer that polls reads one socket per call: the
 // peers' in turn, and the main socket (new peers, connection requests) every kMainEvery calls.
 constexpr std::uint32_t kMainEvery = 8;
@@ -125,6 +129,7 @@ class UdpNetdev final : public Netdev {
     // port where nothing listens, a host that is gone): read from its error queue.
     ::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
     dont_fragment_ = cfg.dont_fragment;
+    gso_ = cfg.udp_gso && !cfg.dont_fragment;  // (SO_NO_CHECK below: the kernel refuses GSO then)
     if (cfg.dont_fragment) {
       const int pmtu = IP_PMTUDISC_DO;
       if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0) {
@@ -188,6 +193,30 @@ class UdpNetdev final : public Netdev {
       if (n == 1) {
         // A lone frame (the latency path): one plain send of one buffer; sendmmsg with three
         // iovecs costs ~0.2 us more per datagram on this path.
+        if (!send_one(frames[done], peer)) break;
+        done++;
+        continue;
+      }
+      // Equal-sized frames (the last may be shorter) as one UDP GSO send: the kernel's stack is
+      // walked once for the run, and on loopback it arrives as one packet.
+      if (gso_) {
+        const std::size_t k = gso_run(frames.subspan(done, n));
+        if (k >= 2) {
+          const int r = send_gso(frames.subspan(done, k), peer);
+          if (r > 0) {
+            done += k;
+            continue;
+          }
+          if (r == 0) break;  // the socket is full
+          // (the kernel refused GSO: sendmmsg from now on, this run included)
+        } else {
+          // Up to where a run of two equal sizes begins: those go as GSO next time round.
+          std::size_t j = 1;
+          while (j + 1 < n && frames[done + j].size() != frames[done + j + 1].size()) ++j;
+          n = j;
+        }
+      }
+      if (n == 1) {
         if (!send_one(frames[done], peer)) break;
         done++;
         continue;
@@ -334,6 +363,66 @@ class UdpNetdev final : public Netdev {
     set_buffers(fd, socket_buffer_);
     ::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
     return fd;
+  }
+
+  // How many of `f` (at least 2, else 0) one GSO send can carry: equal sizes, the last may be
+  // shorter, at most kMaxGsoSegments and kMaxGsoBytes in all.
+  static std::size_t gso_run(std::span<const TxFrame> f) {
+    if (f.size() < 2) return 0;
+    const std::size_t seg = f[0].size();
+    std::size_t k = 0, total = 0;
+    while (k < f.size() && k < kMaxGsoSegments && total + f[k].size() <= kMaxGsoBytes) {
+      const std::size_t sz = f[k].size();
+      if (sz > seg || sz == 0) break;
+      total += sz;
+      ++k;
+      if (sz < seg) break;  // a shorter one ends the run
+    }
+    return k >= 2 ? k : 0;
+  }
+
+  // One sendmsg with a UDP_SEGMENT of the first frame's size: 1 when sent (or lost to an ICMP
+  // error from before, counted as dropped), 0 when the socket is full, -1 when the kernel
+  // refuses GSO (turned off for this netdev).
+  int send_gso(std::span<const TxFrame> f, const Peer* peer) {
+    const int fd = peer ? peer->fd : socket_.native_handle();
+    std::array<iovec, 3 * kMaxGsoSegments> iov;
+    std::size_t niov = 0, bytes = 0;
+    for (const TxFrame& t : f) {
+      niov += frame_iov(t, &iov[niov]);
+      bytes += t.size();
+    }
+    sockaddr_in dst = to_sockaddr(f[0].to);
+    alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(std::uint16_t))] = {};
+    msghdr m{};
+    if (!peer) {
+      m.msg_name = &dst;
+      m.msg_namelen = sizeof dst;
+    }
+    m.msg_iov = iov.data();
+    m.msg_iovlen = niov;
+    m.msg_control = ctrl;
+    m.msg_controllen = sizeof ctrl;
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+    const auto seg = static_cast<std::uint16_t>(f[0].size());
+    std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+    if (::sendmsg(fd, &m, 0) < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      if (errno == EINVAL || errno == EIO || errno == EMSGSIZE || errno == ENOPROTOOPT || errno == EOPNOTSUPP) {
+        gso_ = false;
+        return -1;
+      }
+      stats_.tx_dropped += f.size();  // an ICMP error from an earlier datagram: the layer above retransmits
+      drain_errors(fd);
+      return 1;
+    }
+    stats_.tx_frames += f.size();
+    stats_.tx_bytes += bytes;
+    stats_.tx_gso_sends++;
+    return 1;
   }
 
   // Sends one frame: small ones gathered into one buffer for send/sendto, larger ones with
@@ -492,6 +581,7 @@ class UdpNetdev final : public Netdev {
   bool rx_single_ = true;                     // the next receive reads one datagram (see receive)
   bool drain_main_ = false;                   // a peer got its own socket: read the main one until empty first
   bool share_port_ = false;
+  bool gso_ = false;                                   // runs of equal-sized frames go as one UDP GSO send
   bool dont_fragment_ = false;                         // DF datagrams (RoCEv2): source_port() may open sockets
   static constexpr std::size_t kMaxSourcePorts = 256;  // send sockets of source_port()
   std::map<std::uint16_t, int>

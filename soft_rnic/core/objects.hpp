@@ -155,6 +155,7 @@ struct Qp {
   NetAddr peer{};
   NetAddr local{};           // our end of the connection (the TCP port of an MPA stream; the UDP socket's)
   bool peer_hinted = false;  // the netdev was told of a connection to `peer` (peer_hint up)
+  bool doorbell = false;     // posts wait for the device's doorbell (on its list)
   Transport* transport = nullptr;
   std::unique_ptr<TransportQp> t;  // the transport's state of this QP
 

@@ -18,8 +18,10 @@ class LowerLayer {
   // Queues one DDP segment behind everything queued before: `hdr` (the DDP/RDMAP headers and any
   // RDMAP header that follows them), then `len` payload bytes of `sgl` from offset `off` (read
   // from registered memory at each transmission, not copied). Nothing goes out before kick().
+  // `awaited`: the last segment of a request whose completion the consumer waits for (its
+  // acknowledgement should not be delayed).
   virtual void send_segment(Qp& qp, std::initializer_list<std::span<const std::uint8_t>> hdr, const SglRef& sgl,
-                            std::uint64_t off, std::uint32_t len) = 0;
+                            std::uint64_t off, std::uint32_t len, bool awaited = false) = 0;
   virtual void kick(Qp& qp) = 0;
   // The largest payload of one of the QP's segments whose DDP/RDMAP headers take `hdr_len` bytes.
   virtual std::size_t max_payload(const Qp& qp, std::size_t hdr_len) const = 0;

@@ -41,7 +41,10 @@ void Rdmap::issue(Qp& qp, const WaitingWr& wr) {
     const std::size_t hl =
         write ? w::encode_tagged(h, op, last, wr.rkey, wr.remote_addr + off)
               : w::encode_untagged(h, op, last, w::kQnSend, msn, static_cast<std::uint32_t>(off), wr.invalidate_stag);
-    lower_.send_segment(qp, {std::span<const std::uint8_t>(h, hl)}, wr.sgl, off, len);
+    // The consumer waits for the completion of a signaled request, and for one of the older
+    // half of a send queue to free slots: its last segment asks for a prompt ack.
+    const bool awaited = last && (wqe.signaled || 2 * qp.sq.size() >= qp.init.max_send_wr);
+    lower_.send_segment(qp, {std::span<const std::uint8_t>(h, hl)}, wr.sgl, off, len, awaited);
     off += len;
   } while (off < total);
   wqe.end_pos = lower_.tx_pos(qp);

@@ -135,7 +135,7 @@ class Mpa final : public iwarp::Transport, public engine::Pollable {
 
   // iwarp::LowerLayer
   void send_segment(Qp& qp, std::initializer_list<std::span<const std::uint8_t>> hdr, const SglRef& sgl,
-                    std::uint64_t off, std::uint32_t len) override;
+                    std::uint64_t off, std::uint32_t len, bool awaited = false) override;
   std::size_t max_payload(const Qp& qp, std::size_t hdr_len) const override;
   Pos delivered(const Qp& qp) const override { return conn(qp).rx_count; }
   Pos acked(const Qp& qp) const override { return conn(qp).tx_done; }

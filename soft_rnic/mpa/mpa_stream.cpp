@@ -18,7 +18,7 @@ constexpr int kReadsPerRound = 16;       // reads of one connection per receive 
 }  // namespace
 
 void Mpa::send_segment(Qp& qp, std::initializer_list<std::span<const std::uint8_t>> hdr, const SglRef& sgl,
-                       std::uint64_t off, std::uint32_t len) {
+                       std::uint64_t off, std::uint32_t len, bool) {
   Conn& c = conn(qp);
   TxFpdu& f = c.txq.emplace_back();
   std::size_t n = 0;

@@ -36,7 +36,8 @@ struct SeqFrame {
   std::uint32_t len = 0;
   Clock::time_point sent{};  // last transmission
   bool retransmitted = false;
-  bool sacked = false;  // the peer has it (selective acknowledgement)
+  bool sacked = false;   // the peer has it (selective acknowledgement)
+  bool awaited = false;  // the last segment of a request whose completion is awaited (kFlagAckReq)
   int retries = 0;
 };
 
@@ -82,6 +83,7 @@ struct Conn final : iwarp::IwarpQp {
   RxWindow rxw;
   Pos rcv_pos = 0;
   bool ack_needed = false;
+  bool ack_listed = false;       // on this round's ack list (flush_acks)
   std::uint32_t rx_unacked = 0;  // in-order data frames received since our last ack went out
   Clock::time_point ack_due{};   // a delayed ack goes out then, unless data carries it first
   bool ack_now = false;          // a duplicate or a gap: the peer needs an ack at once
@@ -147,7 +149,7 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
 
   // iwarp::LowerLayer
   void send_segment(Qp& qp, std::initializer_list<std::span<const std::uint8_t>> hdr, const SglRef& sgl,
-                    std::uint64_t off, std::uint32_t len) override;
+                    std::uint64_t off, std::uint32_t len, bool awaited = false) override;
   std::size_t max_payload(const Qp&, std::size_t hdr_len) const override {
     return nd_.max_datagram() - wire::kFrameOverhead - hdr_len;
   }
@@ -168,6 +170,7 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   std::optional<std::span<const std::uint8_t>> payload_of(const Qp& qp, const SeqFrame& f);
   static std::uint32_t ack_value(const Conn& c);
   void transmit(Qp& qp, SeqFrame& f);
+  void flush_tx();
   void send_raw(NetAddr to, std::span<const std::uint8_t> d);
   void pump_tx(Qp& qp);
   void local_protection_failure(Qp& qp);
@@ -226,6 +229,16 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   Clock::time_point last_req_sweep_{};
   std::vector<std::uint8_t> rx_bufs_, tx_gather_;
   std::vector<netdev::RxFrame> rx_frames_;
+  // Frames transmit() prepared, handed to the netdev together by flush_tx() (one burst: the udp
+  // netdev sends a run of them in one system call). Each keeps a copy of its headers and trailer.
+  struct TxSlot {
+    std::array<std::uint8_t, SeqFrame::kMaxHead> head;
+    std::array<std::uint8_t, wire::kFrameTrailerLen> tail;
+  };
+  static constexpr std::size_t kTxBatch = 64;
+  std::array<TxSlot, kTxBatch> tx_slots_{};
+  std::array<netdev::TxFrame, kTxBatch> tx_batch_{};
+  std::size_t tx_n_ = 0;
   std::size_t window_bytes_ = 0;
   std::array<unsigned char, crypto_shorthash_KEYBYTES> cookie_key_{};
 };

@@ -140,7 +140,8 @@ void Rudp::handle_datagram(NetAddr from, std::span<const std::uint8_t> d) {
   mark_ack(qp);
   const std::uint32_t next = c.rxw.next();
   const bool ahead = h.seq != next;
-  if (ahead) c.ack_now = true;  // out of order or a duplicate: the peer needs our SACK / ack now
+  // Out of order or a duplicate: the peer needs our SACK / ack now; so it does when it waits.
+  if (ahead || (h.flags & w::kFlagAckReq)) c.ack_now = true;
   switch (c.rxw.accept(h.seq)) {
     case RxWindow::Verdict::duplicate:
       qp.ctr.rx_duplicates++;

@@ -30,8 +30,9 @@ SeqFrame& Rudp::enqueue_seq(Qp& qp, w::FrameType type, std::initializer_list<std
 }
 
 void Rudp::send_segment(Qp& qp, std::initializer_list<std::span<const std::uint8_t>> hdr, const SglRef& sgl,
-                        std::uint64_t off, std::uint32_t len) {
+                        std::uint64_t off, std::uint32_t len, bool awaited) {
   SeqFrame& f = enqueue_seq(qp, w::FrameType::ddp, hdr);
+  f.awaited = awaited;
   if (len > 0) {
     f.sgl = sgl;
     f.sgl_off = off;
@@ -62,7 +63,9 @@ void Rudp::transmit(Qp& qp, SeqFrame& f) {
   Conn& c = conn(qp);
   w::FrameHdrWire h;
   std::memcpy(&h, f.head.data(), sizeof h);
-  h.flags = w::kFlagAckValid;
+  // A frame whose ack its sender waits for, with nothing behind it to carry the question on,
+  // asks to be acknowledged at once (a receiver delays the ack of a lone frame otherwise).
+  h.flags = f.awaited && c.backlog.empty() ? w::kFlagAckValid | w::kFlagAckReq : w::kFlagAckValid;
   h.ack = w::Be32(ack_value(c));
   std::memcpy(f.head.data(), &h, sizeof h);
   const std::span<const std::uint8_t> head{f.head.data(), f.head_len};
@@ -88,11 +91,22 @@ void Rudp::transmit(Qp& qp, SeqFrame& f) {
     c.local_error = true;
     return;
   }
-  const auto tail = w::frame_trailer(crc.value());
-  const netdev::TxFrame tf{qp.peer, head, body, tail};
-  nd_.tx_burst({&tf, 1});
+  // Into the batch that flush_tx() hands to the netdev in one burst: the headers copied (the
+  // frame may move in its ring before the flush), the payload still in registered memory.
+  TxSlot& slot = tx_slots_[tx_n_];
+  std::memcpy(slot.head.data(), head.data(), head.size());
+  slot.tail = w::frame_trailer(crc.value());
+  tx_batch_[tx_n_++] = netdev::TxFrame{qp.peer, {slot.head.data(), head.size()}, body, slot.tail};
+  // (A payload gathered from several pieces lives in tx_gather_ only until the next gather.)
+  if (tx_n_ == kTxBatch || (!body.empty() && body.data() == tx_gather_.data())) flush_tx();
   qp.ctr.tx_frames++;
   if (!c.rxw.has_gap()) acked_now(c);  // the piggybacked ack says it all
+}
+
+void Rudp::flush_tx() {
+  if (tx_n_ == 0) return;
+  nd_.tx_burst({tx_batch_.data(), tx_n_});
+  tx_n_ = 0;
 }
 
 void Rudp::send_raw(NetAddr to, std::span<const std::uint8_t> d) {
@@ -113,6 +127,7 @@ void Rudp::pump_tx(Qp& qp) {
     sent = true;
     if (c.local_error) break;
   }
+  flush_tx();
   if (c.local_error) {
     local_protection_failure(qp);
     return;
@@ -302,6 +317,7 @@ void Rudp::on_timer(Qp& qp, Clock::time_point now) {
     qp.ctr.retransmits++;
     ctx_.ctr.retransmits++;
   }
+  flush_tx();
   if (c.local_error) {
     local_protection_failure(qp);
     return;
@@ -371,8 +387,11 @@ void Rudp::alive(Conn& c) {
 void Rudp::mark_ack(Qp& qp) {
   Conn& c = conn(qp);
   c.rx_unacked++;
-  if (!c.ack_needed) {
-    c.ack_needed = true;
+  c.ack_needed = true;
+  // Once per round, whether or not an ack already waits (delayed): a second frame, or one that
+  // asks, makes a delayed ack go now.
+  if (!c.ack_listed) {
+    c.ack_listed = true;
     ack_list_.push_back(&qp);
   }
 }
@@ -385,6 +404,7 @@ void Rudp::flush_acks() {
   const auto now = ctx_.rx_now;  // frames were received in this round (they alone mark acks)
   for (Qp* qp : ack_list_) {
     Conn& c = conn(*qp);
+    c.ack_listed = false;
     if (!c.ack_needed) continue;
     if (c.ack_now || c.rx_unacked >= 2 || c.rxw.has_gap() || qp->state != QpState::rts) {
       send_ack(*qp);

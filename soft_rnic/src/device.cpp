@@ -86,7 +86,7 @@ class Channel final : public CompletionChannel {
   engine::CompletionChannel ch_;
 };
 
-class DeviceImpl final : public Device {
+class DeviceImpl final : public Device, public engine::Pollable {
  public:
   DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd) : ctx_(cfg, Limits{}), dnd_(std::move(nd)) {
     if (sodium_init() < 0) std::abort();  // no randomness source: nothing here can be made safe
@@ -279,6 +279,7 @@ class DeviceImpl final : public Device {
     qp->init.pd->users--;
     qp->init.send_cq->users--;
     qp->init.recv_cq->users--;
+    if (qp->doorbell) std::erase(doorbell_, qp);
     ctx_.qps.erase(qp->qpn);
     delete qp;
     return Status::ok;
@@ -444,7 +445,7 @@ class DeviceImpl final : public Device {
                 wr.swap};
     if (qp->sq_wait.empty() && can_issue(*qp, w)) {
       qp->transport->issue(*qp, w);
-      qp->transport->kick(*qp);
+      doorbell(*qp);
     } else {
       qp->sq_wait.push_back(std::move(w));  // issued when the reads ahead of it complete
     }
@@ -577,18 +578,58 @@ class DeviceImpl final : public Device {
   bool progress(std::chrono::microseconds drive_for) override { return engine_->progress(drive_for); }
   bool consumer_polling() const override { return engine_->consumer_polling(); }
 
+  // engine::Pollable: the doorbell, then the transport's round.
+  std::size_t poll(std::optional<Clock::time_point> now) override {
+    ring_doorbell();
+    return pollable_->poll(now);
+  }
+  std::chrono::microseconds next_wait() override {
+    return doorbell_.empty() ? pollable_->next_wait() : std::chrono::microseconds(0);
+  }
+
  private:
+  // A post's frames go out at once, unless a consumer drives the engine: then they wait for its
+  // next round (a consumer that polls comes back within microseconds; one that waits rings the
+  // doorbell before it blocks, as next_wait() is 0 then), so a run of posts made between two
+  // polls (a stream reposting on each completion it dequeues) leaves in one burst, one system
+  // call on the udp netdev. kDoorbellPosts posts ring it whatever the consumer does.
+  void doorbell(Qp& qp) {
+    if (ctx_.cfg.batch_posts && engine_->defers_posts()) {
+      if (!qp.doorbell) {
+        qp.doorbell = true;
+        doorbell_.push_back(&qp);
+      }
+      if (++doorbell_posts_ < kDoorbellPosts) return;
+      ring_doorbell();
+      return;
+    }
+    qp.transport->kick(qp);
+  }
+  void ring_doorbell() {
+    if (doorbell_.empty()) return;
+    doorbell_posts_ = 0;
+    for (Qp* q : doorbell_) {
+      q->doorbell = false;
+      q->transport->kick(*q);
+    }
+    doorbell_.clear();
+  }
+
   template <class T>
   void start(std::unique_ptr<T> t, netdev::Waitable& w) {
     pollable_ = t.get();
     transport_ = std::move(t);
     waitable_ = &w;
     engine_ = std::make_unique<engine::Engine>(w, mu_, ctx_.cfg.busy_poll);
-    engine_->start(*pollable_);
+    engine_->start(*this);
   }
 
   // Back to idle, ready for a new connection: its transport state fresh, its queues flushed.
   void reset(Qp& qp) {
+    if (qp.doorbell) {
+      qp.doorbell = false;
+      std::erase(doorbell_, &qp);
+    }
     qp.transport->reset(qp);
     flush_qp(qp);
     qp.state = QpState::idle;
@@ -606,6 +647,9 @@ class DeviceImpl final : public Device {
   engine::Pollable* pollable_ = nullptr;  // the transport, as the engine drives it
   netdev::Waitable* waitable_ = nullptr;
   std::unique_ptr<engine::Engine> engine_;
+  static constexpr std::uint32_t kDoorbellPosts = 32;
+  std::vector<Qp*> doorbell_;  // QPs whose posts wait for the doorbell
+  std::uint32_t doorbell_posts_ = 0;
   std::uint32_t next_pd_ = 1;
   std::unordered_set<Pd*> pd_set_;
   std::unordered_set<Cq*> cqs_;

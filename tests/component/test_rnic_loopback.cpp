@@ -919,3 +919,106 @@ TEST(ProgressEngine, StandsBackOnlyForAConsumerThatSaysItGoesOnPolling) {
   for (int i = 0; i < 16; ++i) s.dev->progress(std::chrono::hours(1));
   EXPECT_TRUE(s.dev->consumer_polling()) << "a consumer that says it polls for the next hour";
 }
+
+TEST_F(HoldingAPair, TheLastSegmentOfASignaledRequestAsksForAnAck) {
+  // A receiver delays the ack of a lone frame (a reply may carry it); a sender that waits for a
+  // completion asks for the ack at once (flag 0x08 on the request's last segment), an unsignaled
+  // request does not, and neither do the segments before the last.
+  connect();
+  a.hold->set_holding(true);
+  const Sge big = a.sge(0, 3000);  // 3 segments of at most 1472 - headers
+  const Sge small = a.sge(0, 64);
+  SendWr signaled{1, SendOpcode::rdma_write, {&big, 1}, b.stag(), b.addr(0)};
+  SendWr quiet{2, SendOpcode::rdma_write, {&small, 1}, b.stag(), b.addr(0)};
+  quiet.signaled = false;
+  ASSERT_EQ(a.dev->post_send(a.qp, signaled), Status::ok);
+  a.dev->progress();  // rings the doorbell of a post deferred for a polling consumer
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (a.hold->held().size() < 3 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(a.dev->post_send(a.qp, quiet), Status::ok);
+  a.dev->progress();
+  while (a.hold->held().size() < 4 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  const auto held = a.hold->held();
+  ASSERT_EQ(held.size(), 4u) << "3 segments and one";
+  std::vector<int> flags;
+  for (const auto& h : held) flags.push_back(h.bytes.at(1));
+  EXPECT_EQ(flags, (std::vector<int>{0x01, 0x01, 0x09, 0x01}));
+  a.hold->set_holding(false);
+  std::vector<std::size_t> all(held.size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  a.hold->release(all);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, WcStatus::success);
+}
+
+TEST_F(Pair, PostsOfAPollingConsumerWaitForItsNextPoll) {
+  // A consumer that polls says so (progress()); what it posts meanwhile goes out at its next
+  // poll, together. The progress thread takes over 2 ms after the consumer's last poll, so on a
+  // loaded machine a try may see the frames gone early: one try of ten must show the deferral.
+  connect();
+  const Sge s = a.sge(0, 64);
+  bool deferred_seen = false;
+  Wc wc;
+  for (int attempt = 0; attempt < 10 && !deferred_seen; ++attempt) {
+    a.dev->progress();
+    const std::uint64_t before = a.dev->qp_counters(a.qp).tx_frames;
+    for (std::uint64_t i = 0; i < 3; ++i)
+      ASSERT_EQ(a.dev->post_send(a.qp, SendWr{i, SendOpcode::rdma_write, {&s, 1}, b.stag(), b.addr(0)}), Status::ok);
+    const std::uint64_t at_post = a.dev->qp_counters(a.qp).tx_frames;
+    a.dev->progress();
+    const std::uint64_t after = a.dev->qp_counters(a.qp).tx_frames;
+    EXPECT_GE(after, before + 3) << "the poll after the posts sent them";
+    deferred_seen = at_post == before;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  }
+  EXPECT_TRUE(deferred_seen) << "posts made between two polls went out before the second";
+}
+
+TEST(Doorbell, WithoutBatchingEachPostTransmitsAtOnce) {
+  Side a, b;
+  // (Side::open with batch_posts off: reopen the device with the key set.)
+  DeviceConfig c;
+  c.name = "nobatch";
+  c.netdev.kind = "loopback";
+  c.netdev.port = 9700;
+  c.batch_posts = false;
+  std::string e;
+  auto dev = Device::open(c, e);
+  ASSERT_TRUE(dev) << e;
+  b.open(9701);
+  Pd* pd = dev->alloc_pd();
+  Cq* cq = dev->create_cq(64, nullptr);
+  Qp* qp = nullptr;
+  Sink sink;
+  QpInit init;
+  init.pd = pd;
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.on_event = [&](Qp*, const CmEvent& ev) { sink.on_event(ev); };
+  ASSERT_EQ(dev->create_qp(init, qp), Status::ok);
+  std::vector<std::uint8_t> buf(4096, 7);
+  Mr* mr = nullptr;
+  ASSERT_EQ(dev->reg_mr(pd, buf.data(), buf.size(), Access::local_write, mr), Status::ok);
+  ASSERT_EQ(b.dev->listen(5, [&](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }), Status::ok);
+  ASSERT_EQ(dev->connect(qp, b.dev->address(), 5, {}, 5000ms), Status::ok);
+  ConnRequest* r = nullptr;
+  ConnRequestInfo info;
+  ASSERT_TRUE(b.sink.wait_request(r, info));
+  ASSERT_EQ(b.dev->accept(r, b.qp, {}), Status::ok);
+  CmEvent ev;
+  ASSERT_TRUE(sink.wait_event(ev));
+  ASSERT_EQ(ev.type, CmEventType::established);
+  const Sge s{dev->query_mr(mr).stag, reinterpret_cast<std::uintptr_t>(buf.data()), 64};
+  Wc wc;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    dev->progress();
+    const std::uint64_t before = dev->qp_counters(qp).tx_frames;
+    ASSERT_EQ(dev->post_send(qp, SendWr{1, SendOpcode::rdma_write, {&s, 1}, b.stag(), b.addr(0)}), Status::ok);
+    EXPECT_EQ(dev->qp_counters(qp).tx_frames, before + 1) << "batch_posts=0: sent before post_send returned";
+    ASSERT_TRUE(poll_one(*dev, cq, wc));
+  }
+  ASSERT_EQ(dev->destroy_qp(qp), Status::ok);
+  dev.reset();
+}

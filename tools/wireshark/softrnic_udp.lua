@@ -2,7 +2,8 @@
 -- (docs/wire.md). Each UDP datagram holds one frame:
 --
 --   byte 0  version (high nibble, = 1) | type (low nibble)
---   byte 1  flags (0x01 = ack valid, 0x02 = keepalive probe, 0x04 = probe reply)
+--   byte 1  flags (0x01 = ack valid, 0x02 = keepalive probe, 0x04 = probe reply,
+--           0x08 = ack requested: the sender waits for this sequenced frame's acknowledgement)
 --   2..3    reserved (0)
 --   4..7    destination QP number      8..11  source QP number
 --   12..15  sequence number            16..19 acknowledgement (cumulative)
@@ -38,6 +39,7 @@ local F = {
   ackvalid = ProtoField.bool("softrnic.flags.ack_valid", "Acknowledgement valid", 8, nil, 0x01),
   probe    = ProtoField.bool("softrnic.flags.probe", "Keepalive probe", 8, nil, 0x02),
   probe_reply = ProtoField.bool("softrnic.flags.probe_reply", "Keepalive probe reply", 8, nil, 0x04),
+  ack_req  = ProtoField.bool("softrnic.flags.ack_req", "Acknowledgement requested", 8, nil, 0x08),
   reserved = ProtoField.uint16("softrnic.reserved", "Reserved", base.HEX),
   dst_qpn  = ProtoField.uint32("softrnic.dst_qpn", "Destination QP", base.DEC),
   src_qpn  = ProtoField.uint32("softrnic.src_qpn", "Source QP", base.DEC),
@@ -61,7 +63,7 @@ local F = {
   sack_start = ProtoField.uint32("softrnic.sack.start", "SACK block start", base.DEC),
   sack_end   = ProtoField.uint32("softrnic.sack.end", "SACK block end", base.DEC),
 }
-proto.fields = { F.version, F.type, F.flags, F.ackvalid, F.probe, F.probe_reply, F.reserved, F.dst_qpn, F.src_qpn, F.seq,
+proto.fields = { F.version, F.type, F.flags, F.ackvalid, F.probe, F.probe_reply, F.ack_req, F.reserved, F.dst_qpn, F.src_qpn, F.seq,
                  F.ack, F.body, F.crc, F.crc_calc, F.crc_status, F.cm_op, F.cm_rsvd, F.cm_pd_len,
                  F.cm_ird, F.cm_ord, F.cm_cq, F.cm_conn_id, F.cm_iseq, F.cm_pd, F.ctrl_op,
                  F.sack_count, F.sack_start, F.sack_end }
@@ -232,6 +234,7 @@ function proto.dissector(tvb, pinfo, tree)
   fl_item:add(F.ackvalid, tvb(1, 1))
   fl_item:add(F.probe, tvb(1, 1))
   fl_item:add(F.probe_reply, tvb(1, 1))
+  fl_item:add(F.ack_req, tvb(1, 1))
   local r_item = t:add(F.reserved, tvb(2, 2))
   local dq_item = t:add(F.dst_qpn, tvb(4, 4))
   local sq_item = t:add(F.src_qpn, tvb(8, 4))
@@ -245,8 +248,11 @@ function proto.dissector(tvb, pinfo, tree)
   if not TYPE_NAMES[ftype] then
     t_item:add_proto_expert_info(E.bad_type, string.format("Unknown frame type %d", ftype))
   end
-  if band(flags, 0xF8) ~= 0 then
-    fl_item:add_proto_expert_info(E.flags, string.format("Flags 0x%02x: only 0x01, 0x02 and 0x04 are defined", flags))
+  if band(flags, 0xF0) ~= 0 then
+    fl_item:add_proto_expert_info(E.flags, string.format("Flags 0x%02x: only 0x01, 0x02, 0x04 and 0x08 are defined", flags))
+  end
+  if band(flags, 0x08) ~= 0 and ftype ~= 1 and ftype ~= 4 then
+    fl_item:add_proto_expert_info(E.flags, string.format("Flags 0x%02x: ack requested on a frame that is not sequenced", flags))
   end
   if band(flags, 0x06) ~= 0 and ftype ~= 2 then
     fl_item:add_proto_expert_info(E.flags, string.format("Flags 0x%02x: probe flags on a frame that is not an ACK", flags))

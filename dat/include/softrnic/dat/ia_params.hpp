@@ -13,6 +13,7 @@
 //   port_fixed=0|1        fail instead of taking the next free port (default 0)
 //   max_datagram=N        largest datagram (default: 65000 on 127/8, 1472 elsewhere)
 //   busy_poll=0|1         progress thread spins instead of sleeping (default 0)
+//   batch_posts=0|1       posts made while the consumer polls go out together at its next poll (default 1)
 //   min_rto_us=N          retransmission timeout floor in microseconds (default 5000)
 //   retry_limit=N         retransmissions before the connection breaks (default 12)
 //   connect_timeout_ms=N  used when dat_ep_connect gives DAT_TIMEOUT_INFINITE (default 20000)

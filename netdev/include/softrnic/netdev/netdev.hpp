@@ -77,16 +77,19 @@ struct RxFrame {
 struct NetdevStats {
   std::uint64_t tx_frames = 0, tx_bytes = 0, tx_dropped = 0;
   std::uint64_t rx_frames = 0, rx_bytes = 0, rx_truncated = 0;
+  std::uint64_t tx_gso_sends = 0;  // udp: GSO sends (each carried a run of tx_frames)
 };
 
 // The counters behind NetdevStats: a backend may send from one thread while another reads.
 struct AtomicNetdevStats {
   std::atomic<std::uint64_t> tx_frames{0}, tx_bytes{0}, tx_dropped{0};
   std::atomic<std::uint64_t> rx_frames{0}, rx_bytes{0}, rx_truncated{0};
+  std::atomic<std::uint64_t> tx_gso_sends{0};
   NetdevStats snapshot() const {
-    return {tx_frames.load(std::memory_order_relaxed),  tx_bytes.load(std::memory_order_relaxed),
-            tx_dropped.load(std::memory_order_relaxed), rx_frames.load(std::memory_order_relaxed),
-            rx_bytes.load(std::memory_order_relaxed),   rx_truncated.load(std::memory_order_relaxed)};
+    return {tx_frames.load(std::memory_order_relaxed),   tx_bytes.load(std::memory_order_relaxed),
+            tx_dropped.load(std::memory_order_relaxed),  rx_frames.load(std::memory_order_relaxed),
+            rx_bytes.load(std::memory_order_relaxed),    rx_truncated.load(std::memory_order_relaxed),
+            tx_gso_sends.load(std::memory_order_relaxed)};
   }
 };
 
@@ -266,6 +269,10 @@ struct NetdevConfig {
   // without fragmenting), 1472 elsewhere (one Ethernet frame).
   std::size_t max_datagram = 0;
   std::size_t socket_buffer = 8 << 20;  // SO_RCVBUF / SO_SNDBUF request (udp; forced when root)
+  // udp: a run of equal-sized datagrams to one peer leaves in one system call as one UDP GSO
+  // send (UDP_SEGMENT), where the kernel takes it (not with dont_fragment: checksum 0 and GSO
+  // exclude each other); else (or false) in one sendmmsg.
+  bool udp_gso = true;
   // Every datagram with DF set and sent from an unconnected socket (udp: no per-peer sockets).
   // RoCEv2 needs it: its ICRC covers the IP ID, which Linux sets to 0 only for such datagrams.
   bool dont_fragment = false;
@@ -277,7 +284,7 @@ struct NetdevConfig {
 // Applies one `key=value` item of a netdev configuration string (the DAT provider's ia_params
 // and SOFTRNIC_NETDEV share it). Values cannot hold ',' or blanks: in dpdk_vdev and dpdk_pci a
 // ';' stands for ','; dpdk_eal holds EAL arguments separated by ';'.
-//   netdev=udp|loopback|dpdk  ip=A.B.C.D  port=N  port_fixed=0|1  max_datagram=N  pcap=FILE
+//   netdev=udp|loopback|dpdk  ip=A.B.C.D  port=N  port_fixed=0|1  max_datagram=N  udp_gso=0|1  pcap=FILE
 //   dpdk_vdev=DEVARGS  dpdk_pci=DEVARGS  dpdk_port=N  dpdk_eal=ARG;ARG  dpdk_lcore=N
 //   dpdk_prefix=NAME  dpdk_mem=MB  dpdk_huge=0|1  dpdk_rxd=N  dpdk_txd=N  dpdk_link_timeout_ms=N
 //   dpdk_udp_csum=0|1  mac=XX:XX:XX:XX:XX:XX  mtu=N  neigh=IPv4@MAC[;IPv4@MAC...] (repeatable)

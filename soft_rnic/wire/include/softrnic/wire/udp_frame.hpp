@@ -26,6 +26,7 @@ enum FrameFlags : std::uint8_t {
   kFlagAckValid = 0x01,
   kFlagProbe = 0x02,       // ACK frame: a keepalive probe; answer with an ACK now (seq = a nonce)
   kFlagProbeReply = 0x04,  // ACK frame: the answer to a probe (seq = the probe's nonce)
+  kFlagAckReq = 0x08,      // sequenced frame: its sender waits for the ack (acknowledge it without delay)
 };
 
 struct FrameHdrWire {
