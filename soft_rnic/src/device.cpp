@@ -594,7 +594,12 @@ class DeviceImpl final : public Device, public engine::Pollable {
   // polls (a stream reposting on each completion it dequeues) leaves in one burst, one system
   // call on the udp netdev. kDoorbellPosts posts ring it whatever the consumer does.
   void doorbell(Qp& qp) {
-    if (ctx_.cfg.batch_posts && engine_->defers_posts()) {
+    // (A post to a QP with nothing else outstanding, as in a ping-pong, leaves at once: there
+    // is nothing to batch it with, and the check of the engine's state reads the clock.)
+    // (Only the udp wire sends a run of frames in one burst; RoCEv2 and MPA/TCP transmit at
+    // each post. RoCEv2 with deferred posts failed dtestsrq under impairment 1 run in 15: not
+    // understood yet, so not done.)
+    if (ctx_.cfg.batch_posts && ctx_.cfg.wire == Wire::udp && qp.sq.size() > 1 && engine_->defers_posts()) {
       if (!qp.doorbell) {
         qp.doorbell = true;
         doorbell_.push_back(&qp);

@@ -954,9 +954,9 @@ TEST_F(HoldingAPair, TheLastSegmentOfASignaledRequestAsksForAnAck) {
 }
 
 TEST_F(Pair, PostsOfAPollingConsumerWaitForItsNextPoll) {
-  // A consumer that polls says so (progress()); what it posts meanwhile goes out at its next
-  // poll, together. The progress thread takes over 2 ms after the consumer's last poll, so on a
-  // loaded machine a try may see the frames gone early: one try of ten must show the deferral.
+  // A consumer that polls says so (progress()); what it posts meanwhile to a QP with requests
+  // outstanding goes out at its next poll, together. The progress thread takes over 2 ms after the consumer's last
+  // poll, so on a loaded machine a try may see the frames gone early: one try of ten must show the deferral.
   connect();
   const Sge s = a.sge(0, 64);
   bool deferred_seen = false;
@@ -970,7 +970,8 @@ TEST_F(Pair, PostsOfAPollingConsumerWaitForItsNextPoll) {
     a.dev->progress();
     const std::uint64_t after = a.dev->qp_counters(a.qp).tx_frames;
     EXPECT_GE(after, before + 3) << "the poll after the posts sent them";
-    deferred_seen = at_post == before;
+    // (the first goes at once: nothing else was outstanding to batch it with)
+    deferred_seen = at_post < before + 3;
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
   }
   EXPECT_TRUE(deferred_seen) << "posts made between two polls went out before the second";
