@@ -105,7 +105,7 @@ class PcapTapNetdev final : public Netdev {
   std::size_t rx_burst(std::span<RxFrame> out) override {
     const std::size_t n = inner_->rx_burst(out);
     const NetAddr me = inner_->local_addr();
-    for (std::size_t i = 0; i < n; ++i) record(out[i].from, me, {{out[i].buf, out[i].len}});
+    for (std::size_t i = 0; i < n; ++i) record(out[i].from, me, {out[i].bytes()});
     return n;
   }
 

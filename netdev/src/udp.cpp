@@ -130,6 +130,21 @@ class UdpNetdev final : public Netdev {
     ::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
     dont_fragment_ = cfg.dont_fragment;
     gso_ = cfg.udp_gso && !cfg.dont_fragment;  // (SO_NO_CHECK below: the kernel refuses GSO then)
+    // A GSO run from a peer crosses loopback as one packet: with UDP_GRO one receive takes it
+    // whole (else the kernel cuts it up on arrival, one datagram per skb again).
+    gro_ = gso_ && ::setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) == 0;
+    if (gro_) {
+      gro_buf_.resize(kGroBufs * kGroBufSize);
+      for (std::size_t i = 0; i < kGroBufs; ++i) {
+        std::memset(&gro_msgs_[i], 0, sizeof gro_msgs_[i]);
+        gro_iov_[i] = {gro_buf_.data() + i * kGroBufSize, kGroBufSize};
+        gro_msgs_[i].msg_hdr.msg_name = &rx_from_[i];
+        gro_msgs_[i].msg_hdr.msg_iov = &gro_iov_[i];
+        gro_msgs_[i].msg_hdr.msg_iovlen = 1;
+        gro_msgs_[i].msg_hdr.msg_control = gro_ctrl_[i].data();
+      }
+      segs_.reserve(kGroBufs * kMaxGsoSegments);
+    }
     if (cfg.dont_fragment) {
       const int pmtu = IP_PMTUDISC_DO;
       if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0) {
@@ -257,8 +272,9 @@ class UdpNetdev final : public Netdev {
   std::size_t rx_burst(std::span<RxFrame> out) override {
     const std::size_t n = std::min(kBurst, out.size());
     if (n == 0) return 0;
+    if (seg_at_ < segs_.size()) return hand_out(out.first(n));  // the rest of a coalesced receive
     const int fd = next_rx_fd();
-    const std::size_t got = receive(fd, out.first(n));
+    const std::size_t got = gro_ ? receive_gro(fd, out.first(n)) : receive(fd, out.first(n));
     if (drain_main_ && got == 0 && fd == socket_.native_handle()) drain_main_ = false;
     return got;
   }
@@ -362,6 +378,7 @@ class UdpNetdev final : public Netdev {
     }
     set_buffers(fd, socket_buffer_);
     ::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
+    if (gro_) ::setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one);
     return fd;
   }
 
@@ -553,6 +570,73 @@ class UdpNetdev final : public Netdev {
     return got;
   }
 
+  // With UDP_GRO: one receive (recvmmsg once datagrams flow) into the netdev's buffers, each
+  // message cut at the segment size the kernel reports; the pieces are lent to the caller
+  // (RxFrame::data), what does not fit `out` on the next calls.
+  std::size_t receive_gro(int fd, std::span<RxFrame> out) {
+    segs_.clear();
+    seg_at_ = 0;
+    const unsigned want = rx_single_ ? 1u : static_cast<unsigned>(kGroBufs);
+    for (unsigned i = 0; i < want; ++i) {
+      gro_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+      gro_msgs_[i].msg_hdr.msg_controllen = gro_ctrl_[i].size();
+      gro_msgs_[i].msg_hdr.msg_flags = 0;
+    }
+    int r;
+    if (want == 1) {
+      const ssize_t len = ::recvmsg(fd, &gro_msgs_[0].msg_hdr, MSG_DONTWAIT);
+      r = len < 0 ? -1 : 1;
+      if (len >= 0) gro_msgs_[0].msg_len = static_cast<unsigned>(len);
+    } else {
+      r = ::recvmmsg(fd, gro_msgs_.data(), want, MSG_DONTWAIT, nullptr);
+    }
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) drain_errors(fd);
+    // (as receive(): after a datagram more may follow, so a burst; a burst of one, single reads)
+    rx_single_ = want == 1 ? r <= 0 : r <= 1;
+    if (r <= 0) return 0;
+    for (int i = 0; i < r; ++i) {
+      const msghdr& m = gro_msgs_[static_cast<std::size_t>(i)].msg_hdr;
+      const std::size_t len = gro_msgs_[static_cast<std::size_t>(i)].msg_len;
+      if (m.msg_flags & MSG_TRUNC) {
+        stats_.rx_truncated++;
+        continue;
+      }
+      int seg = 0;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c))
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) std::memcpy(&seg, CMSG_DATA(c), sizeof seg);
+      const std::size_t step = seg > 0 ? static_cast<std::size_t>(seg) : std::max<std::size_t>(len, 1);
+      const auto* base = static_cast<const std::uint8_t*>(m.msg_iov->iov_base);
+      const NetAddr from = from_sockaddr(rx_from_[static_cast<std::size_t>(i)]);
+      const std::size_t before = segs_.size();
+      for (std::size_t off = 0; off < len || (len == 0 && off == 0); off += step) {
+        segs_.push_back(Seg{base + off, std::min(step, len - off), from});
+        if (len == 0) break;
+      }
+      if (segs_.size() - before > 1) stats_.rx_coalesced += segs_.size() - before;
+    }
+    if (segs_.size() > 1) rx_single_ = false;  // more follow: take a burst next time
+    return hand_out(out);
+  }
+
+  // Lends the pieces of the last coalesced receive to `out`, as many as fit.
+  std::size_t hand_out(std::span<RxFrame> out) {
+    std::size_t n = 0;
+    while (n < out.size() && seg_at_ < segs_.size()) {
+      const Seg& s = segs_[seg_at_++];
+      if (s.len > out[n].cap) {
+        stats_.rx_truncated++;
+        continue;
+      }
+      out[n].data = s.data;
+      out[n].len = s.len;
+      out[n].from = s.from;
+      stats_.rx_frames++;
+      stats_.rx_bytes += s.len;
+      ++n;
+    }
+    return n;
+  }
+
   // Fills `f` with a datagram of `len` bytes from `src` that arrived in its buffer (false, and
   // counted, when it did not fit).
   bool deliver(RxFrame& f, std::size_t len, bool truncated, const sockaddr_in& src) {
@@ -581,7 +665,20 @@ class UdpNetdev final : public Netdev {
   bool rx_single_ = true;                     // the next receive reads one datagram (see receive)
   bool drain_main_ = false;                   // a peer got its own socket: read the main one until empty first
   bool share_port_ = false;
-  bool gso_ = false;                                   // runs of equal-sized frames go as one UDP GSO send
+  bool gso_ = false;  // runs of equal-sized frames go as one UDP GSO send
+  bool gro_ = false;  // receives through gro_buf_ (UDP_GRO set: a GSO run arrives as one message)
+  static constexpr std::size_t kGroBufs = 8, kGroBufSize = 65536;
+  std::vector<std::uint8_t> gro_buf_;
+  std::array<mmsghdr, kGroBufs> gro_msgs_;
+  std::array<iovec, kGroBufs> gro_iov_;
+  std::array<std::array<char, CMSG_SPACE(sizeof(int))>, kGroBufs> gro_ctrl_;
+  struct Seg {
+    const std::uint8_t* data;
+    std::size_t len;
+    NetAddr from;
+  };
+  std::vector<Seg> segs_;  // the datagrams of the last GRO receive; the first seg_at_ handed out
+  std::size_t seg_at_ = 0;
   bool dont_fragment_ = false;                         // DF datagrams (RoCEv2): source_port() may open sockets
   static constexpr std::size_t kMaxSourcePorts = 256;  // send sockets of source_port()
   std::map<std::uint16_t, int>

@@ -78,6 +78,7 @@ class Tap final : public netdev::Netdev {
         auto& [from, d] = injected_.front();
         std::memcpy(out[n].buf, d.data(), std::min(d.size(), out[n].cap));
         out[n].len = std::min(d.size(), out[n].cap);
+        out[n].data = nullptr;
         out[n].from = from;
         injected_.erase(injected_.begin());
         ++n;

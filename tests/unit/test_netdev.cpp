@@ -41,7 +41,8 @@ std::size_t recv_some(Netdev& d, std::vector<std::vector<std::uint8_t>>& got, Ne
   RxFrame f{{}, buf.data(), buf.size(), 0};
   for (int i = 0; i < max_wait_ms; ++i) {
     if (d.rx_burst({&f, 1}) == 1) {
-      got.emplace_back(buf.begin(), buf.begin() + static_cast<long>(f.len));
+      const auto b = f.bytes();
+      got.emplace_back(b.begin(), b.end());
       from = f.from;
       return 1;
     }
@@ -362,8 +363,9 @@ TEST(Netdev, UdpTruncatedDatagramDoesNotShiftTheRestOfABurst) {
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = RxFrame{{}, bufs[i].data(), bufs[i].size(), 0};
   ASSERT_EQ(b->rx_burst(out), 2u) << "the 600-byte datagram does not fit 300 bytes";
   EXPECT_EQ(b->stats().rx_truncated, 1u);
-  EXPECT_EQ(std::vector<std::uint8_t>(out[0].buf, out[0].buf + out[0].len), small1);
-  EXPECT_EQ(std::vector<std::uint8_t>(out[1].buf, out[1].buf + out[1].len), small2);
+  const auto d0 = out[0].bytes(), d1 = out[1].bytes();
+  EXPECT_EQ(std::vector<std::uint8_t>(d0.begin(), d0.end()), small1);
+  EXPECT_EQ(std::vector<std::uint8_t>(d1.begin(), d1.end()), small2);
   EXPECT_EQ(out[0].from, a->local_addr());
 }
 
@@ -402,7 +404,8 @@ TEST(Netdev, UdpPeerKeepsItsOrderWhenItGetsASocketOfItsOwn) {
 }
 
 // A run of equal-sized datagrams to one peer leaves as one UDP GSO send (the last may be
-// shorter); each arrives whole and in order. With udp_gso=0 the same run goes by sendmmsg.
+// shorter); each arrives whole and in order, cut from one coalesced receive. With udp_gso=0 the
+// same run goes by sendmmsg and arrives datagram by datagram.
 TEST(UdpNetdev, ARunOfEqualDatagramsIsOneGsoSend) {
   for (const bool gso : {true, false}) {
     NetdevConfig c;
@@ -435,9 +438,13 @@ TEST(UdpNetdev, ARunOfEqualDatagramsIsOneGsoSend) {
     EXPECT_EQ(from, a->local_addr());
     const NetdevStats s = a->stats();
     EXPECT_EQ(s.tx_frames, kN + 1);
-    if (gso)
+    // ... and on loopback they arrive as one packet, which the receiver (UDP_GRO) takes whole.
+    if (gso) {
       EXPECT_EQ(s.tx_gso_sends, 1u) << "the 13 datagrams (52100 bytes) in one send";
-    else
+      EXPECT_EQ(b->stats().rx_coalesced, kN + 1) << "one receive";
+    } else {
       EXPECT_EQ(s.tx_gso_sends, 0u);
+      EXPECT_EQ(b->stats().rx_coalesced, 0u);
+    }
   }
 }

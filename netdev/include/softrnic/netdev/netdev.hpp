@@ -72,24 +72,30 @@ struct RxFrame {
   std::uint8_t* buf = nullptr;  // caller-provided, `cap` bytes
   std::size_t cap = 0;
   std::size_t len = 0;  // filled by rx_burst
+  // Set by a backend that hands over its own memory instead of copying into buf (udp: the
+  // datagrams of one coalesced UDP GRO receive): the datagram is there, valid until the next
+  // rx_burst. A caller reads bytes(), and clears data before it passes the entry in again.
+  const std::uint8_t* data = nullptr;
+  std::span<const std::uint8_t> bytes() const { return {data ? data : buf, len}; }
 };
 
 struct NetdevStats {
   std::uint64_t tx_frames = 0, tx_bytes = 0, tx_dropped = 0;
   std::uint64_t rx_frames = 0, rx_bytes = 0, rx_truncated = 0;
   std::uint64_t tx_gso_sends = 0;  // udp: GSO sends (each carried a run of tx_frames)
+  std::uint64_t rx_coalesced = 0;  // udp: datagrams that came in a coalesced (UDP GRO) receive of several
 };
 
 // The counters behind NetdevStats: a backend may send from one thread while another reads.
 struct AtomicNetdevStats {
   std::atomic<std::uint64_t> tx_frames{0}, tx_bytes{0}, tx_dropped{0};
   std::atomic<std::uint64_t> rx_frames{0}, rx_bytes{0}, rx_truncated{0};
-  std::atomic<std::uint64_t> tx_gso_sends{0};
+  std::atomic<std::uint64_t> tx_gso_sends{0}, rx_coalesced{0};
   NetdevStats snapshot() const {
-    return {tx_frames.load(std::memory_order_relaxed),   tx_bytes.load(std::memory_order_relaxed),
-            tx_dropped.load(std::memory_order_relaxed),  rx_frames.load(std::memory_order_relaxed),
-            rx_bytes.load(std::memory_order_relaxed),    rx_truncated.load(std::memory_order_relaxed),
-            tx_gso_sends.load(std::memory_order_relaxed)};
+    return {tx_frames.load(std::memory_order_relaxed),    tx_bytes.load(std::memory_order_relaxed),
+            tx_dropped.load(std::memory_order_relaxed),   rx_frames.load(std::memory_order_relaxed),
+            rx_bytes.load(std::memory_order_relaxed),     rx_truncated.load(std::memory_order_relaxed),
+            tx_gso_sends.load(std::memory_order_relaxed), rx_coalesced.load(std::memory_order_relaxed)};
   }
 };
 
@@ -138,9 +144,10 @@ class Netdev : public Waitable {
   virtual std::size_t max_datagram() const = 0;
   // Sends up to frames.size() datagrams; returns how many were accepted. Never blocks.
   virtual std::size_t tx_burst(std::span<const TxFrame> frames) = 0;
-  // Receives up to out.size() datagrams into the callers' buffers; returns how many. Never blocks.
-  // A backend may exchange the buffers (buf and cap) among the entries: each entry still names one
-  // of the buffers given, the first ones filled.
+  // Receives up to out.size() datagrams into the callers' buffers (or lends its own memory:
+  // RxFrame::data); returns how many. Never blocks. A datagram longer than its entry's cap is
+  // dropped and counted (rx_truncated). A backend may exchange the buffers (buf and cap) among
+  // the entries: each entry still names one of the buffers given, the first ones filled.
   virtual std::size_t rx_burst(std::span<RxFrame> out) = 0;
   virtual NetdevStats stats() const = 0;
   // Bytes the receive side can hold before it drops (the kernel socket buffer for udp).
