@@ -404,8 +404,10 @@ TEST(Netdev, UdpPeerKeepsItsOrderWhenItGetsASocketOfItsOwn) {
 }
 
 // A run of equal-sized datagrams to one peer leaves as one UDP GSO send (the last may be
-// shorter); each arrives whole and in order, cut from one coalesced receive. With udp_gso=0 the
-// same run goes by sendmmsg and arrives datagram by datagram.
+// shorter); each arrives whole and in order. The receiver turns UDP_GRO on once datagrams come
+// in bursts: the next run is cut from one coalesced receive. After 64 datagrams that came one at
+// a time it is off again (its reads cost more), and a run arrives datagram by datagram. With
+// udp_gso=0 runs go by sendmmsg and arrive datagram by datagram.
 TEST(UdpNetdev, ARunOfEqualDatagramsIsOneGsoSend) {
   for (const bool gso : {true, false}) {
     NetdevConfig c;
@@ -426,25 +428,32 @@ TEST(UdpNetdev, ARunOfEqualDatagramsIsOneGsoSend) {
       for (std::size_t k = 0; k < payload[i].size(); ++k) payload[i][k] = static_cast<std::uint8_t>(i * 31 + k);
       frames.push_back(TxFrame{b->local_addr(), head, payload[i], {}});
     }
-    ASSERT_EQ(a->tx_burst(frames), kN + 1);
-    std::vector<std::vector<std::uint8_t>> got;
-    NetAddr from;
-    for (std::size_t i = 0; i <= kN; ++i) ASSERT_EQ(recv_some(*b, got, from), 1u) << i << " gso=" << gso;
-    for (std::size_t i = 0; i <= kN; ++i) {
-      std::vector<std::uint8_t> want(head.begin(), head.end());
-      want.insert(want.end(), payload[i].begin(), payload[i].end());
-      EXPECT_EQ(got[i], want) << "datagram " << i << " gso=" << gso;
+    const auto run = [&](const char* what) {
+      ASSERT_EQ(a->tx_burst(frames), kN + 1) << what;
+      std::vector<std::vector<std::uint8_t>> got;
+      NetAddr from;
+      for (std::size_t i = 0; i <= kN; ++i) ASSERT_EQ(recv_some(*b, got, from), 1u) << what << " " << i;
+      for (std::size_t i = 0; i <= kN; ++i) {
+        std::vector<std::uint8_t> want(head.begin(), head.end());
+        want.insert(want.end(), payload[i].begin(), payload[i].end());
+        EXPECT_EQ(got[i], want) << what << ": datagram " << i << " gso=" << gso;
+      }
+      EXPECT_EQ(from, a->local_addr());
+    };
+    run("first run");
+    EXPECT_EQ(a->stats().tx_gso_sends, gso ? 1u : 0u) << "the 13 datagrams (52100 bytes) in one send";
+    EXPECT_EQ(b->stats().rx_coalesced, 0u) << "the receiver had not seen a burst yet";
+    run("second run");
+    EXPECT_EQ(a->stats().tx_gso_sends, gso ? 2u : 0u);
+    EXPECT_EQ(b->stats().rx_coalesced, gso ? kN + 1 : 0u) << "one receive";
+    for (int i = 0; i < 70; ++i) {  // a ping-pong's pattern: one datagram, read, the next
+      const TxFrame lone{b->local_addr(), head, {}, {}};
+      ASSERT_EQ(a->tx_burst({&lone, 1}), 1u);
+      std::vector<std::vector<std::uint8_t>> got;
+      NetAddr from;
+      ASSERT_EQ(recv_some(*b, got, from), 1u);
     }
-    EXPECT_EQ(from, a->local_addr());
-    const NetdevStats s = a->stats();
-    EXPECT_EQ(s.tx_frames, kN + 1);
-    // ... and on loopback they arrive as one packet, which the receiver (UDP_GRO) takes whole.
-    if (gso) {
-      EXPECT_EQ(s.tx_gso_sends, 1u) << "the 13 datagrams (52100 bytes) in one send";
-      EXPECT_EQ(b->stats().rx_coalesced, kN + 1) << "one receive";
-    } else {
-      EXPECT_EQ(s.tx_gso_sends, 0u);
-      EXPECT_EQ(b->stats().rx_coalesced, 0u);
-    }
+    run("run after 70 lone datagrams");
+    EXPECT_EQ(b->stats().rx_coalesced, gso ? kN + 1 : 0u) << "GRO was off: the run came datagram by datagram";
   }
 }
