@@ -25,8 +25,12 @@ inline std::uint32_t random32() {
 inline constexpr std::chrono::milliseconds kCmRetry{100};
 inline constexpr std::chrono::milliseconds kDisconnectTimeout{2000};
 inline constexpr std::chrono::milliseconds kLinger{3000};
-inline constexpr std::chrono::microseconds kMinReorderWindow{4000};
+// RACK's reordering window: at least this (the engine's wake-up granularity on a loaded host),
+// at most kMaxReorderWindow; its multiplier at most kMaxReoMult, kept kReoPersist recoveries.
+inline constexpr std::chrono::microseconds kMinReorderWindow{200};
 inline constexpr std::chrono::microseconds kMaxReorderWindow{100000};
+inline constexpr std::uint32_t kMaxReoMult = 64;
+inline constexpr std::uint32_t kReoPersist = 16;
 inline constexpr std::chrono::milliseconds kResetRetry{20};
 inline constexpr std::chrono::seconds kReqLinger{10};
 inline constexpr std::chrono::milliseconds kReqSweep{100};

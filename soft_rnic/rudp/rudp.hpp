@@ -72,9 +72,13 @@ struct Conn final : iwarp::IwarpQp {
   Clock::time_point rack_sent{};      // latest send time of a frame known delivered (RACK)
   std::chrono::microseconds rack_rtt{0};
   std::chrono::microseconds min_rtt{0};
-  std::chrono::microseconds reo_wnd{0};  // widened after a spurious retransmission
-  Clock::time_point rto_probe{};         // when the RTO last fired (the timer of the rest restarts there)
-  std::uint32_t disc_seq = 0;            // sequence after our disconnect frame
+  // The RACK reordering window's multiplier (reorder_window): raised by a spurious
+  // retransmission (at most once per round trip), back to 1 after kReoPersist recoveries.
+  std::uint32_t reo_mult = 1;
+  std::uint32_t reo_persist = 0;
+  Clock::time_point reo_raised{};
+  Clock::time_point rto_probe{};  // when the RTO last fired (the timer of the rest restarts there)
+  std::uint32_t disc_seq = 0;     // sequence after our disconnect frame
   // After we sent a Terminate: acknowledge nothing from the frame that caused it on, so its
   // sender completes that request in error rather than with success.
   std::optional<std::uint32_t> ack_limit;

@@ -235,8 +235,13 @@ void Rudp::rearm(Qp& qp) {
   if (t != Clock::time_point::max()) timers_.arm(qp.qpn, t);
 }
 
+// RFC 8985 section 6.2: a quarter of the minimum round trip (not below kMinReorderWindow, the
+// timers' and hosts' granularity), times reo_mult (raised by spurious retransmissions, back to 1
+// after kReoPersist recoveries without one), never above the smoothed round trip.
 std::chrono::microseconds Rudp::reorder_window(const Conn& c) {
-  return std::max({kMinReorderWindow, c.reo_wnd, std::chrono::microseconds(static_cast<std::int64_t>(c.srtt_us / 4))});
+  const auto base = std::max(kMinReorderWindow, c.min_rtt / 4);
+  const auto srtt = std::max(kMinReorderWindow, std::chrono::microseconds(static_cast<std::int64_t>(c.srtt_us)));
+  return std::min({base * c.reo_mult, srtt, kMaxReorderWindow});
 }
 
 // A QP's timers fired (some may not be due: the queue fires at the earliest deadline it was armed
@@ -290,7 +295,7 @@ void Rudp::on_timer(Qp& qp, Clock::time_point now) {
   // ack covers the whole window and nothing else is resent; if frames were lost, the probe's
   // delivery marks those sent before it lost (RACK) and they go at once. The rest's timer
   // restarts at the probe.
-  bool timed_out = false, exhausted = false, probed = false;
+  bool timed_out = false, exhausted = false, probed = false, resent = false;
   const auto reo_wnd = reorder_window(c);
   for (SeqFrame& f : c.inflight) {
     if (f.sacked) continue;
@@ -312,6 +317,7 @@ void Rudp::on_timer(Qp& qp, Clock::time_point now) {
     }
     f.retransmitted = true;
     f.sent = now;
+    resent = true;
     transmit(qp, f);
     if (c.local_error) break;
     qp.ctr.retransmits++;
@@ -333,6 +339,9 @@ void Rudp::on_timer(Qp& qp, Clock::time_point now) {
   }
   if (probed) c.rto_probe = now;
   if (timed_out) c.rto = std::min(c.rto * 2, kMaxRto);  // back off until a fresh sample
+  // A recovery without a spurious resend since the window was widened counts down to the
+  // window's return to its base (RFC 8985's reo_wnd_persist).
+  if (resent && c.reo_persist > 0 && --c.reo_persist == 0) c.reo_mult = 1;
 }
 
 // Liveness: a peer silent for keepalive_idle is probed every keepalive_interval (an ACK frame
@@ -477,9 +486,14 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
       // Eifel-style check: acknowledged sooner after its retransmission than any round trip
       // takes, so the original arrived and the retransmission was spurious: widen the
       // reordering window (RFC 8985 adapts it likewise).
+      // (Once per round trip: the spurious resends of one recovery count once.)
       if (f.retransmitted && c.min_rtt.count() > 0 && rtt * 4 < c.min_rtt * 3) {
         qp.ctr.spurious_retransmits++;
-        c.reo_wnd = std::min(std::max(c.reo_wnd * 2, kMinReorderWindow * 2), kMaxReorderWindow);
+        if (now - c.reo_raised >= std::chrono::microseconds(static_cast<std::int64_t>(c.srtt_us))) {
+          c.reo_raised = now;
+          c.reo_mult = std::min(c.reo_mult + 1, kMaxReoMult);
+        }
+        c.reo_persist = kReoPersist;
       }
       // RACK: the latest send time known delivered, and that frame's round trip.
       if (!f.retransmitted) {

@@ -30,6 +30,7 @@ std::size_t recv_one(netdev::Netdev& nd, std::vector<std::uint8_t>& buf, netdev:
     netdev::RxFrame f{{}, buf.data(), buf.size(), 0};
     if (nd.rx_burst({&f, 1}) == 1) {
       from = f.from;
+      if (f.data) std::memcpy(buf.data(), f.data, f.len);  // (a udp netdev's GRO receive lends its memory)
       return f.len;
     }
     const auto now = Clock::now();

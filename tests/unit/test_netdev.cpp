@@ -169,10 +169,11 @@ std::vector<std::uint32_t> impaired_run(const ImpairPlan& plan, int n, std::uint
     a->rx_burst({&rf, 0});  // lets the plan release what it holds
     a->wait_rx(std::chrono::microseconds(200));
     if (b->rx_burst({&rf, 1}) == 1) {
+      const auto d = rf.bytes();
       std::uint32_t v;
-      std::memcpy(&v, buf.data(), 4);
+      std::memcpy(&v, d.data(), 4);
       bool clean = true;
-      for (std::size_t k = 4; k < 64; ++k) clean = clean && buf[k] == 0;
+      for (std::size_t k = 4; k < 64; ++k) clean = clean && d[k] == 0;
       got.push_back(clean ? v : 0xFFFFFFFF);
       idle = 0;
     } else {

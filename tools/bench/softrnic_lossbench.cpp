@@ -26,6 +26,7 @@ struct Result {
   double mbps = 0;
   std::vector<double> lat_us;
   std::uint64_t retransmits = 0, duplicates = 0, out_of_order = 0;
+  std::uint64_t rack = 0, rto = 0, spurious = 0;  // the sender's retransmissions by trigger, and those found spurious
   bool ok = false;
   std::string error;
 };
@@ -41,6 +42,7 @@ Result run_once(const std::string& netdev, const netdev::ImpairPlan& plan, std::
     c.netdev.max_datagram = max_datagram;
     c.netdev.impair = plan;
     c.netdev.impair.seed = seed;
+    if (getenv("XRTO")) c.min_rto = std::chrono::microseconds(atoi(getenv("XRTO")));
     return c;
   };
   auto a = Device::open(cfg(port, plan.seed), e);
@@ -82,6 +84,7 @@ Result run_once(const std::string& netdev, const netdev::ImpairPlan& plan, std::
   for (int i = 0; i < 5000 && a->qp_state(qa) != QpState::rts; ++i) std::this_thread::sleep_for(1ms);
   std::this_thread::sleep_for(20ms);
   const auto c0 = a->counters(), d0 = b->counters();
+  const auto q0 = a->qp_counters(qa);
 
   const std::uint64_t total = std::uint64_t{total_mb} << 20;
   const std::uint32_t stag = a->query_mr(ms).stag, rkey = b->query_mr(md).stag;
@@ -115,6 +118,10 @@ Result run_once(const std::string& netdev, const netdev::ImpairPlan& plan, std::
   }
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   const auto c1 = a->counters(), d1 = b->counters();
+  const auto q1 = a->qp_counters(qa);
+  res.rack = q1.rack_retransmits - q0.rack_retransmits;
+  res.rto = (q1.retransmits - q0.retransmits) - res.rack;
+  res.spurious = q1.spurious_retransmits - q0.spurious_retransmits;
   res.mbps = static_cast<double>(total) / secs / 1e6;
   res.retransmits = c1.retransmits - c0.retransmits;
   res.duplicates = d1.rx_duplicates - d0.rx_duplicates;
@@ -169,14 +176,15 @@ int main(int argc, char** argv) {
       "softrnic_lossbench: %zu MiB of 64 KiB RDMA Writes (32 outstanding) per run, %zu runs per plan, "
       "%s netdev, %zu-byte datagrams\n",
       mb, runs, netdev.c_str(), dgram);
-  std::printf("%-12s %10s %10s %10s %9s %10s %10s %12s %12s %12s\n", "plan", "MB/s p50", "min", "max", "vs none",
-              "lat p50us", "lat p99us", "retransmits", "duplicates", "out-of-order");
+  std::printf("%-12s %10s %10s %10s %9s %10s %10s %12s %8s %8s %9s %12s %12s\n", "plan", "MB/s p50", "min", "max",
+              "vs none", "lat p50us", "lat p99us", "retransmits", "by RACK", "by RTO", "spurious", "duplicates",
+              "out-of-order");
   double base = 0;
   int bad = 0;
   std::uint16_t port = 6200;
   for (auto& p : plans) {
     std::vector<double> mbps, lat;
-    std::vector<double> rtx, dup, ooo;
+    std::vector<double> rtx, dup, ooo, rack, rto, spur;
     for (std::size_t r = 0; r < runs; ++r) {
       std::fprintf(stderr, "\r  %s: run %zu/%zu ", p.name, r + 1, runs);
       p.plan.seed = 1 + r;
@@ -190,6 +198,9 @@ int main(int argc, char** argv) {
       mbps.push_back(res.mbps);
       lat.insert(lat.end(), res.lat_us.begin(), res.lat_us.end());
       rtx.push_back(static_cast<double>(res.retransmits));
+      rack.push_back(static_cast<double>(res.rack));
+      rto.push_back(static_cast<double>(res.rto));
+      spur.push_back(static_cast<double>(res.spurious));
       dup.push_back(static_cast<double>(res.duplicates));
       ooo.push_back(static_cast<double>(res.out_of_order));
     }
@@ -197,12 +208,14 @@ int main(int argc, char** argv) {
     if (mbps.empty()) continue;
     const double med = pct(mbps, 50);
     if (std::string(p.name) == "none") base = med;
-    std::printf("%-12s %10.0f %10.0f %10.0f %8.2fx %10.0f %10.0f %12.0f %12.0f %12.0f\n", p.name, med,
+    std::printf("%-12s %10.0f %10.0f %10.0f %8.2fx %10.0f %10.0f %12.0f %8.0f %8.0f %9.0f %12.0f %12.0f\n", p.name, med,
                 *std::min_element(mbps.begin(), mbps.end()), *std::max_element(mbps.begin(), mbps.end()),
-                base > 0 ? med / base : 0.0, pct(lat, 50), pct(lat, 99), pct(rtx, 50), pct(dup, 50), pct(ooo, 50));
+                base > 0 ? med / base : 0.0, pct(lat, 50), pct(lat, 99), pct(rtx, 50), pct(rack, 50), pct(rto, 50),
+                pct(spur, 50), pct(dup, 50), pct(ooo, 50));
   }
   std::printf(
-      "(retransmits, duplicates, out-of-order: medians per run; with reorder=W alone every retransmission "
-      "is spurious)\n");
+      "(retransmits (by RACK: a later frame's delivery; by RTO: the timer), spurious (found so afterwards), "
+      "duplicates, out-of-order: medians per run of the sender's and receiver's counters; with reorder=W alone "
+      "every retransmission is spurious)\n");
   return bad ? 1 : 0;
 }
