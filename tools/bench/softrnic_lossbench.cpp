@@ -32,7 +32,7 @@ struct Result {
 };
 
 Result run_once(const std::string& netdev, const netdev::ImpairPlan& plan, std::size_t total_mb, std::uint16_t port,
-                std::size_t max_datagram) {
+                std::size_t max_datagram, std::chrono::microseconds min_rto) {
   Result res;
   std::string e;
   const auto cfg = [&](std::uint16_t p, std::uint64_t seed) {
@@ -42,7 +42,7 @@ Result run_once(const std::string& netdev, const netdev::ImpairPlan& plan, std::
     c.netdev.max_datagram = max_datagram;
     c.netdev.impair = plan;
     c.netdev.impair.seed = seed;
-    if (getenv("XRTO")) c.min_rto = std::chrono::microseconds(atoi(getenv("XRTO")));
+    c.min_rto = min_rto;
     return c;
   };
   auto a = Device::open(cfg(port, plan.seed), e);
@@ -140,7 +140,7 @@ double pct(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   std::string netdev = "udp";
-  std::size_t mb = 64, runs = 5, dgram = 1472;
+  std::size_t mb = 64, runs = 5, dgram = 1472, min_rto_us = 5000;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--netdev" && i + 1 < argc)
@@ -151,8 +151,12 @@ int main(int argc, char** argv) {
       runs = std::stoul(argv[++i]);
     else if (a == "--max-datagram" && i + 1 < argc)
       dgram = std::stoul(argv[++i]);
+    else if (a == "--min-rto-us" && i + 1 < argc)
+      min_rto_us = std::stoul(argv[++i]);
     else {
-      std::printf("usage: softrnic_lossbench [--netdev udp|loopback] [--mb N] [--runs N] [--max-datagram N]\n");
+      std::printf(
+          "usage: softrnic_lossbench [--netdev udp|loopback] [--mb N] [--runs N] [--max-datagram N] "
+          "[--min-rto-us N (default 5000, the device's)]\n");
       return a == "-h" || a == "--help" ? 0 : 2;
     }
   }
@@ -188,7 +192,7 @@ int main(int argc, char** argv) {
     for (std::size_t r = 0; r < runs; ++r) {
       std::fprintf(stderr, "\r  %s: run %zu/%zu ", p.name, r + 1, runs);
       p.plan.seed = 1 + r;
-      const Result res = run_once(netdev, p.plan, mb, port, dgram);
+      const Result res = run_once(netdev, p.plan, mb, port, dgram, std::chrono::microseconds(min_rto_us));
       port = static_cast<std::uint16_t>(port + 2);
       if (!res.ok) {
         std::printf("%-12s run %zu failed: %s\n", p.name, r, res.error.c_str());
