@@ -75,6 +75,9 @@ struct Conn final : iwarp::IwarpQp {
   // The RACK reordering window's multiplier (reorder_window): raised by a spurious
   // retransmission (at most once per round trip), back to 1 after kReoPersist recoveries.
   std::uint32_t reo_mult = 1;
+  std::chrono::microseconds reo_learned{0};  // how late reordered originals came (with a margin)
+  std::uint32_t high_delivered = 0;          // the highest sequence number known delivered
+  bool delivered_any = false;
   std::uint32_t reo_persist = 0;
   Clock::time_point reo_raised{};
   Clock::time_point rto_probe{};  // when the RTO last fired (the timer of the rest restarts there)

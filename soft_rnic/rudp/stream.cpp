@@ -237,11 +237,12 @@ void Rudp::rearm(Qp& qp) {
 
 // RFC 8985 section 6.2: a quarter of the minimum round trip (not below kMinReorderWindow, the
 // timers' and hosts' granularity), times reo_mult (raised by spurious retransmissions, back to 1
-// after kReoPersist recoveries without one), never above the smoothed round trip.
+// after kReoPersist recoveries without one), never above the smoothed round trip; or, when more,
+// how late reordered frames have come (reo_learned, seen before any resend is spurious).
 std::chrono::microseconds Rudp::reorder_window(const Conn& c) {
   const auto base = std::max(kMinReorderWindow, c.min_rtt / 4);
   const auto srtt = std::max(kMinReorderWindow, std::chrono::microseconds(static_cast<std::int64_t>(c.srtt_us)));
-  return std::min({base * c.reo_mult, srtt, kMaxReorderWindow});
+  return std::min(std::max(std::min(base * c.reo_mult, srtt), c.reo_learned), kMaxReorderWindow);
 }
 
 // A QP's timers fired (some may not be due: the queue fires at the earliest deadline it was armed
@@ -341,7 +342,10 @@ void Rudp::on_timer(Qp& qp, Clock::time_point now) {
   if (timed_out) c.rto = std::min(c.rto * 2, kMaxRto);  // back off until a fresh sample
   // A recovery without a spurious resend since the window was widened counts down to the
   // window's return to its base (RFC 8985's reo_wnd_persist).
-  if (resent && c.reo_persist > 0 && --c.reo_persist == 0) c.reo_mult = 1;
+  if (resent && c.reo_persist > 0 && --c.reo_persist == 0) {
+    c.reo_mult = 1;
+    c.reo_learned = {};
+  }
 }
 
 // Liveness: a peer silent for keepalive_idle is probed every keepalive_interval (an ACK frame
@@ -494,6 +498,19 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
           c.reo_mult = std::min(c.reo_mult + 1, kMaxReoMult);
         }
         c.reo_persist = kReoPersist;
+      }
+      // Reordering seen: an original frame delivered after one sent behind it. Had it been later
+      // than the window allows, RACK would have resent it for nothing: the window learns how
+      // late it came, with a quarter to spare (RFC 8985 step 3's spirit; kept kReoPersist
+      // recoveries).
+      if (!f.retransmitted && c.delivered_any && seq_lt(f.seq, c.high_delivered) && rtt > c.rack_rtt) {
+        const auto late = rtt - c.rack_rtt;
+        c.reo_learned = std::max(c.reo_learned, late + late / 4);
+        c.reo_persist = kReoPersist;
+      }
+      if (!c.delivered_any || seq_lt(c.high_delivered, f.seq)) {
+        c.high_delivered = f.seq;
+        c.delivered_any = true;
       }
       // RACK: the latest send time known delivered, and that frame's round trip.
       if (!f.retransmitted) {
