@@ -282,6 +282,9 @@ class UdpNetdev final : public Netdev {
   }
 
   void wait_rx(std::chrono::microseconds timeout) override {
+    // Datagrams of a coalesced receive not handed out yet: they are ready now (the sockets may
+    // be empty, and a poll of them would sleep on what is here).
+    if (lent_pending_.load(std::memory_order_acquire)) return;
     std::array<pollfd, kMaxConnectedPeers + 2> fds;
     std::size_t nfds = 0;
     {
@@ -382,9 +385,8 @@ class UdpNetdev final : public Netdev {
     if (!gro_ || gro_on_ == on) return;
     const int v = on ? 1 : 0;
     if (::setsockopt(socket_.native_handle(), IPPROTO_UDP, UDP_GRO, &v, sizeof v) != 0) {
-      gro_ = false;  // the kernel has no UDP_GRO: receive() from now on (nothing was coalesced)
-      main_ancillary_ = false;
-      return;
+      if (on) gro_ = false;  // the kernel has no UDP_GRO: receive() as before (nothing was coalesced)
+      return;                // (turning it off failed: it stays on, reads keep the ancillary data)
     }
     for (std::size_t i = 0; i < npeers_; ++i) ::setsockopt(peers_[i].fd, IPPROTO_UDP, UDP_GRO, &v, sizeof v);
     gro_on_ = on;
@@ -464,15 +466,20 @@ class UdpNetdev final : public Netdev {
     c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
     const auto seg = static_cast<std::uint16_t>(f[0].size());
     std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
-    if (::sendmsg(fd, &m, 0) < 0) {
+    for (int attempt = 0;; ++attempt) {
+      if (::sendmsg(fd, &m, 0) >= 0) break;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
       if (errno == EINVAL || errno == EIO || errno == EMSGSIZE || errno == ENOPROTOOPT || errno == EOPNOTSUPP) {
         gso_ = false;
         return -1;
       }
-      stats_.tx_dropped += f.size();  // an ICMP error from an earlier datagram: the layer above retransmits
+      // An ICMP error from an earlier datagram (IP_RECVERR) failed this send and nothing left:
+      // taken, the run goes again once; a second failure drops it (the layer above resends).
       drain_errors(fd);
-      return 1;
+      if (attempt == 1) {
+        stats_.tx_dropped += f.size();
+        return 1;
+      }
     }
     stats_.tx_frames += f.size();
     stats_.tx_bytes += bytes;
@@ -593,10 +600,9 @@ class UdpNetdev final : public Netdev {
     }
     const int r = ::recvmmsg(fd, msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
     rx_single_ = r <= 1;
-    if (r > 0)
-      note_run(static_cast<std::uint32_t>(r));
-    else
-      burst_run_ = 0;
+    // (fewer than asked: the queue was seen empty, which ends a run of back-to-back datagrams)
+    if (r > 0) note_run(static_cast<std::uint32_t>(r));
+    if (r < static_cast<int>(n)) burst_run_ = 0;
     if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) drain_errors(fd);
     if (r <= 0) return 0;
     std::size_t got = 0;
@@ -638,14 +644,18 @@ class UdpNetdev final : public Netdev {
     if (r < 0 && !empty) drain_errors(fd);
     // (as receive(): after a datagram more may follow, so a burst; a burst of one, single reads)
     rx_single_ = want == 1 ? r <= 0 : r <= 1;
+    // GRO is off and the queue was seen empty since (an error, or fewer than asked for): what
+    // comes now was cut up on arrival, plain reads from now on.
+    if (!gro_on_ && (empty || (want > 1 && r < static_cast<int>(want)))) ancillary = false;
     if (r <= 0) {
-      if (!gro_on_ && empty) ancillary = false;  // GRO is off and the queue empty: plain reads now
+      burst_run_ = 0;
       return 0;
     }
     for (int i = 0; i < r; ++i) {
       const msghdr& m = gro_msgs_[static_cast<std::size_t>(i)].msg_hdr;
       const std::size_t len = gro_msgs_[static_cast<std::size_t>(i)].msg_len;
-      if (m.msg_flags & MSG_TRUNC) {
+      // (MSG_CTRUNC: the segment size may be lost, and a coalesced message would pass as one)
+      if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
         stats_.rx_truncated++;
         continue;
       }
@@ -663,6 +673,8 @@ class UdpNetdev final : public Netdev {
       if (segs_.size() - before > 1) stats_.rx_coalesced += segs_.size() - before;
     }
     if (segs_.size() > 1) rx_single_ = false;  // more follow: take a burst next time
+    note_run(static_cast<std::uint32_t>(segs_.size()));
+    if (want > 1 && r < static_cast<int>(want)) burst_run_ = 0;
     // Datagrams one at a time for a while (kGroOffStreak reads that found one): GRO off.
     single_streak_ = r == 1 && segs_.size() == 1 ? single_streak_ + 1 : 0;
     if (single_streak_ >= kGroOffStreak) set_gro(false);
@@ -671,6 +683,11 @@ class UdpNetdev final : public Netdev {
 
   // Lends the pieces of the last coalesced receive to `out`, as many as fit.
   std::size_t hand_out(std::span<RxFrame> out) {
+    const std::size_t n = hand_out_some(out);
+    lent_pending_.store(seg_at_ < segs_.size(), std::memory_order_release);
+    return n;
+  }
+  std::size_t hand_out_some(std::span<RxFrame> out) {
     std::size_t n = 0;
     while (n < out.size() && seg_at_ < segs_.size()) {
       const Seg& s = segs_[seg_at_++];
@@ -728,7 +745,8 @@ class UdpNetdev final : public Netdev {
   std::vector<std::uint8_t> gro_buf_;
   std::array<mmsghdr, kGroBufs> gro_msgs_;
   std::array<iovec, kGroBufs> gro_iov_;
-  std::array<std::array<char, CMSG_SPACE(sizeof(int))>, kGroBufs> gro_ctrl_;
+  struct alignas(cmsghdr) GroCtrl : std::array<char, CMSG_SPACE(sizeof(int))> {};
+  std::array<GroCtrl, kGroBufs> gro_ctrl_;
   struct Seg {
     const std::uint8_t* data;
     std::size_t len;
@@ -736,7 +754,8 @@ class UdpNetdev final : public Netdev {
   };
   std::vector<Seg> segs_;  // the datagrams of the last GRO receive; the first seg_at_ handed out
   std::size_t seg_at_ = 0;
-  bool dont_fragment_ = false;                         // DF datagrams (RoCEv2): source_port() may open sockets
+  std::atomic<bool> lent_pending_{false};  // seg_at_ < segs_.size(): wait_rx (another thread) must not sleep
+  bool dont_fragment_ = false;             // DF datagrams (RoCEv2): source_port() may open sockets
   static constexpr std::size_t kMaxSourcePorts = 256;  // send sockets of source_port()
   std::map<std::uint16_t, int>
       src_socks_;  // their fds by port                   // the main socket lets per-peer sockets bind its address

@@ -86,6 +86,12 @@ bool Engine::progress(std::chrono::microseconds drive_for) {
   return !lk.owns_lock() || p_->poll(now) > 0;
 }
 
+bool Engine::defers_posts() const {
+  if (busy_poll_ || driver_.load()) return false;
+  const std::int64_t now = ns_of(Clock::now()), until = consumer_until_ns_.load(std::memory_order_relaxed);
+  return now < until && until - now <= std::chrono::nanoseconds(kConsumerPollGrace).count();
+}
+
 bool Engine::consumer_polling() const {
   return ns_of(Clock::now()) < consumer_until_ns_.load(std::memory_order_relaxed);
 }

@@ -49,7 +49,9 @@ class Engine {
   // Whether a post may wait for the next round: a consumer drives the engine (it polls, or is
   // back from a wait) and none is blocked in wait_progress, whose wait would hold the post up.
   // Call under the device lock: a wait_progress that begins later sees the post (next_wait).
-  bool defers_posts() const { return !busy_poll_ && !driver_.load() && consumer_polling(); }
+  // A consumer that announced a long drive (progress(drive_for) with a large drive_for) does not
+  // defer posts: only one back within kConsumerPollGrace, whose next poll is that close.
+  bool defers_posts() const;
 
  private:
   void run();

@@ -50,6 +50,17 @@ void Rudp::reset(Qp& qp) {
   c.rto = ctx_.cfg.initial_rto;
   c.srtt_us = c.rttvar_us = 0;
   c.rto_probe = {};
+  // RACK's state belongs to the old sequence space (high_delivered compared with the new one
+  // would read every original as reordered).
+  c.rack_sent = {};
+  c.rack_rtt = {};
+  c.min_rtt = {};
+  c.reo_mult = 1;
+  c.reo_persist = 0;
+  c.reo_raised = {};
+  c.reo_learned = {};
+  c.high_delivered = 0;
+  c.delivered_any = false;
   iwarp::Rdmap::reset(c);
   timers_.cancel(qp.qpn);
 }
