@@ -583,7 +583,9 @@ class UdpNetdev final : public Netdev {
       }
       rx_single_ = false;
       note_run(1);
-      return deliver(out[0], static_cast<std::size_t>(r), static_cast<std::size_t>(r) > out[0].cap, src) ? 1 : 0;
+      return deliver(out[0], static_cast<std::size_t>(r), static_cast<std::size_t>(r) > out[0].cap, from_sockaddr(src))
+                 ? 1
+                 : 0;
     }
     const std::size_t n = out.size();
     // The headers live in the netdev, wired once (rx_burst is called from one thread at a time,
@@ -615,7 +617,7 @@ class UdpNetdev final : public Netdev {
         std::swap(out[got].buf, out[idx].buf);
         std::swap(out[got].cap, out[idx].cap);
       }
-      if (deliver(out[got], m.msg_len, m.msg_hdr.msg_flags & MSG_TRUNC, from[idx])) ++got;
+      if (deliver(out[got], m.msg_len, m.msg_hdr.msg_flags & MSG_TRUNC, from_sockaddr(from[idx]))) ++got;
     }
     return got;
   }
@@ -666,10 +668,11 @@ class UdpNetdev final : public Netdev {
       const auto* base = static_cast<const std::uint8_t*>(m.msg_iov->iov_base);
       const NetAddr from = from_sockaddr(rx_from_[static_cast<std::size_t>(i)]);
       const std::size_t before = segs_.size();
-      for (std::size_t off = 0; off < len || (len == 0 && off == 0); off += step) {
+      std::size_t off = 0;
+      do {  // (an empty datagram is one piece too)
         segs_.push_back(Seg{base + off, std::min(step, len - off), from});
-        if (len == 0) break;
-      }
+        off += step;
+      } while (off < len);
       if (segs_.size() - before > 1) stats_.rx_coalesced += segs_.size() - before;
     }
     if (segs_.size() > 1) rx_single_ = false;  // more follow: take a burst next time
@@ -683,37 +686,24 @@ class UdpNetdev final : public Netdev {
 
   // Lends the pieces of the last coalesced receive to `out`, as many as fit.
   std::size_t hand_out(std::span<RxFrame> out) {
-    const std::size_t n = hand_out_some(out);
-    lent_pending_.store(seg_at_ < segs_.size(), std::memory_order_release);
-    return n;
-  }
-  std::size_t hand_out_some(std::span<RxFrame> out) {
     std::size_t n = 0;
     while (n < out.size() && seg_at_ < segs_.size()) {
       const Seg& s = segs_[seg_at_++];
-      if (s.len > out[n].cap) {
-        stats_.rx_truncated++;
-        continue;
-      }
-      out[n].data = s.data;
-      out[n].len = s.len;
-      out[n].from = s.from;
-      stats_.rx_frames++;
-      stats_.rx_bytes += s.len;
-      ++n;
+      if (deliver(out[n], s.len, s.len > out[n].cap, s.from)) out[n++].data = s.data;
     }
+    lent_pending_.store(seg_at_ < segs_.size(), std::memory_order_release);
     return n;
   }
 
-  // Fills `f` with a datagram of `len` bytes from `src` that arrived in its buffer (false, and
-  // counted, when it did not fit).
-  bool deliver(RxFrame& f, std::size_t len, bool truncated, const sockaddr_in& src) {
+  // Fills `f` with a datagram of `len` bytes from `from` (in its buffer, or lent: f.data) (false,
+  // and counted, when it did not fit).
+  bool deliver(RxFrame& f, std::size_t len, bool truncated, NetAddr from) {
     if (truncated) {
       stats_.rx_truncated++;
       return false;
     }
     f.len = len;
-    f.from = from_sockaddr(src);
+    f.from = from;
     stats_.rx_frames++;
     stats_.rx_bytes += len;
     return true;

@@ -136,10 +136,7 @@ std::size_t Roce::poll(std::optional<Clock::time_point> now) {
     ctx_.rx_now = Clock::now();
     if (!now) now = ctx_.rx_now;
     for (std::size_t i = 0; i < n; ++i) handle_packet(rx_frames_[i].from, rx_frames_[i].bytes());
-    for (std::size_t i = 0; i < n; ++i) {
-      rx_frames_[i].cap = cap;
-      rx_frames_[i].data = nullptr;
-    }
+    for (std::size_t i = 0; i < n; ++i) rx_frames_[i].reuse(cap);
     got += n;
     if (n < kRxBurst) break;
   }

@@ -279,7 +279,7 @@ class DeviceImpl final : public Device, public engine::Pollable {
     qp->init.pd->users--;
     qp->init.send_cq->users--;
     qp->init.recv_cq->users--;
-    if (qp->doorbell) std::erase(doorbell_, qp);
+    off_doorbell(*qp);
     ctx_.qps.erase(qp->qpn);
     delete qp;
     return Status::ok;
@@ -610,6 +610,12 @@ class DeviceImpl final : public Device, public engine::Pollable {
     }
     qp.transport->kick(qp);
   }
+  // The QP's waiting posts are the transport's now (it is reset or destroyed): off the list.
+  void off_doorbell(Qp& qp) {
+    if (!qp.doorbell) return;
+    qp.doorbell = false;
+    std::erase(doorbell_, &qp);
+  }
   void ring_doorbell() {
     if (doorbell_.empty()) return;
     doorbell_posts_ = 0;
@@ -631,10 +637,7 @@ class DeviceImpl final : public Device, public engine::Pollable {
 
   // Back to idle, ready for a new connection: its transport state fresh, its queues flushed.
   void reset(Qp& qp) {
-    if (qp.doorbell) {
-      qp.doorbell = false;
-      std::erase(doorbell_, &qp);
-    }
+    off_doorbell(qp);
     qp.transport->reset(qp);
     flush_qp(qp);
     qp.state = QpState::idle;
@@ -649,7 +652,7 @@ class DeviceImpl final : public Device, public engine::Pollable {
   std::unique_ptr<netdev::StreamNetdev> snd_;  // the stream netdev (wire tcp)
   std::unique_ptr<Transport> transport_;
   roce::Roce* roce_ = nullptr;            // transport_, when the wire is RoCEv2
-  engine::Pollable* pollable_ = nullptr;  // the transport, as the engine drives it
+  engine::Pollable* pollable_ = nullptr;  // the transport's round (poll() rings the doorbell, then runs it)
   netdev::Waitable* waitable_ = nullptr;
   std::unique_ptr<engine::Engine> engine_;
   static constexpr std::uint32_t kDoorbellPosts = 32;

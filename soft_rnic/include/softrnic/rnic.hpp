@@ -112,9 +112,10 @@ struct DeviceConfig {
   std::size_t window_bytes = 4 << 20;                // payload bytes in flight per QP (capped by rx buffer / 4)
   AllocPolicy alloc_policy = AllocPolicy::arrival;   // for SRQ QPs
   bool busy_poll = false;                            // progress thread spins instead of sleeping
-  // Posts made while a consumer drives the engine (it polls, or came back from a wait) wait for
-  // the doorbell: its next engine round, or kDoorbellPosts of them, sends them together (one
-  // system call for a run of frames). false: each post transmits at once.
+  // wire udp: posts to a QP with others outstanding, made while a consumer drives the engine (it
+  // polls, or came back from a wait), wait for the doorbell: its next engine round, or 32 of
+  // them, sends them together (one system call for a run of frames). false: each post
+  // transmits at once.
   bool batch_posts = true;
   // Liveness of a connection: after `keepalive_idle` without a frame from the peer (0: never),
   // a probe every `keepalive_interval`; `keepalive_probes` unanswered ones break the connection.

@@ -77,6 +77,11 @@ struct RxFrame {
   // rx_burst. A caller reads bytes(), and clears data before it passes the entry in again.
   const std::uint8_t* data = nullptr;
   std::span<const std::uint8_t> bytes() const { return {data ? data : buf, len}; }
+  // Ready for the next rx_burst: its buffer's whole `capacity` again, nothing lent.
+  void reuse(std::size_t capacity) {
+    cap = capacity;
+    data = nullptr;
+  }
 };
 
 struct NetdevStats {
