@@ -19,6 +19,7 @@ fi
 # would deploy it; the test build (build/) keeps -O2 -g. Only the benchmark's targets are built.
 dir="$root/build-bench"
 cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON >/dev/null
-ninja -C "$dir" -j "$(nproc)" softrnic_bench softrnic_udp_peer softrnic_tcp_peer softrnic_netdev_pingpong daplsoftrnic
+ninja -C "$dir" -j "$(nproc)" softrnic_bench softrnic_udp_peer softrnic_tcp_peer softrnic_netdev_pingpong daplsoftrnic \
+  softrnic_scalebench softrnic_lossbench
 cd "$root"
 exec python3 tools/bench/bench.py --build "$dir" --out "${BENCH_OUT:-bench-out}" "$@"

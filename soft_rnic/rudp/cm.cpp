@@ -21,6 +21,8 @@ Rudp::Rudp(Ctx& ctx, netdev::Netdev& nd) : iwarp::Transport(ctx), ctx_(ctx), nd_
   // Keep what one QP has in flight well inside the receiver's buffer: a burst that overflows
   // it is lost whole.
   window_bytes_ = std::max<std::size_t>(nd_.max_datagram(), std::min(ctx_.cfg.window_bytes, nd_.rx_buffer_bytes() / 4));
+  // All QPs together: half the receive buffer (ours stands for the peers', set up alike).
+  tx_budget_ = std::max<std::size_t>(window_bytes_, nd_.rx_buffer_bytes() / 2);
 }
 
 Rudp::~Rudp() {
@@ -73,6 +75,7 @@ void Rudp::destroy(Qp& qp) {
   std::erase(ack_list_, &qp);
   std::erase(delayed_acks_, &qp);
   timers_.cancel(qp.qpn);
+  leave_budget(qp);
 }
 
 void Rudp::flush(Qp& qp) {
@@ -80,7 +83,18 @@ void Rudp::flush(Qp& qp) {
   iwarp::Rdmap::flush(c);
   c.backlog.clear();
   c.inflight.clear();
+  leave_budget(qp);
+}
+
+// What the QP has in flight no longer counts against the device's budget, and it waits no more.
+void Rudp::leave_budget(Qp& qp) {
+  Conn& c = conn(qp);
+  release_budget(c.inflight_bytes);
   c.inflight_bytes = 0;
+  if (c.budget_waiting) {
+    c.budget_waiting = false;
+    std::erase(budget_waiters_, qp.qpn);
+  }
 }
 
 void Rudp::closed(Qp& qp) {

@@ -114,14 +114,54 @@ void Rudp::send_raw(NetAddr to, std::span<const std::uint8_t> d) {
   nd_.tx_burst({&tf, 1});
 }
 
+// Whether the device's budget (tx_budget_) lets `qp` send a frame of `len` now: nothing in flight
+// at all, or room left and no QP waiting ahead of it.
+bool Rudp::budget_allows(const Qp& qp, std::size_t len) const {
+  if (inflight_total_ == 0) return true;
+  if (inflight_total_ + len > tx_budget_) return false;
+  return budget_waiters_.empty() || budget_serving_ == qp.qpn;
+}
+
+void Rudp::release_budget(std::size_t bytes) {
+  inflight_total_ -= std::min(bytes, inflight_total_);
+}
+
+// Serves the QPs waiting for the budget, first come first, while it has room (each one's pump
+// puts it back at the end when its backlog still waits).
+void Rudp::pump_waiters() {
+  for (std::size_t n = budget_waiters_.size(); n > 0 && !budget_waiters_.empty() && inflight_total_ < tx_budget_; --n) {
+    const std::uint32_t qpn = budget_waiters_.front();
+    auto it = ctx_.qps.find(qpn);
+    Conn* c = it == ctx_.qps.end() ? nullptr : &conn(*it->second);
+    if (!c || !c->budget_waiting) {
+      budget_waiters_.pop_front();
+      continue;
+    }
+    if (!c->backlog.empty() && inflight_total_ + c->backlog.front().len > tx_budget_) break;  // not yet
+    budget_waiters_.pop_front();
+    c->budget_waiting = false;
+    budget_serving_ = qpn;
+    pump_tx(*it->second);
+    budget_serving_ = 0;
+  }
+}
+
 void Rudp::pump_tx(Qp& qp) {
   Conn& c = conn(qp);
   bool sent = false;
   while (!c.backlog.empty() && c.inflight.size() < ctx_.cfg.window &&
          (c.inflight.empty() || c.inflight_bytes + c.backlog.front().len <= window_bytes_)) {
+    if (!budget_allows(qp, c.backlog.front().len)) {
+      if (!c.budget_waiting) {
+        c.budget_waiting = true;
+        budget_waiters_.push_back(qp.qpn);
+      }
+      break;
+    }
     SeqFrame& f = c.inflight.emplace_back(std::move(c.backlog.front()));
     c.backlog.pop_front();
     c.inflight_bytes += f.len;
+    inflight_total_ += f.len;
     f.sent = Clock::now();
     transmit(qp, f);
     sent = true;
@@ -189,6 +229,8 @@ void Rudp::send_disconnect(Qp& qp) {
 
 void Rudp::timers(Clock::time_point now) {
   if (!delayed_acks_.empty()) delayed_acks(now);
+  // (A QP flushed or destroyed freed budget outside an acknowledgement.)
+  if (!budget_waiters_.empty() && inflight_total_ < tx_budget_) pump_waiters();
   timers_.expire(now, [&](std::uint32_t qpn) {
     auto it = ctx_.qps.find(qpn);
     if (it == ctx_.qps.end()) return;
@@ -536,6 +578,7 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
   if (!seq_lt(c.snd_una, ack)) return true;  // no new cumulative progress
   while (!c.inflight.empty() && seq_lt(c.inflight.front().seq, ack)) {
     c.inflight_bytes -= c.inflight.front().len;
+    release_budget(c.inflight.front().len);
     c.inflight.pop_front();
   }
   c.snd_una_pos += ack - c.snd_una;
@@ -549,6 +592,7 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
     qp.state = QpState::error;
     return true;
   }
+  pump_waiters();  // before this QP's own backlog: it queues behind them
   pump_tx(qp);
   return true;
 }

@@ -1026,3 +1026,115 @@ TEST(Doorbell, WithoutBatchingEachPostTransmitsAtOnce) {
   ASSERT_EQ(dev->destroy_qp(qp), Status::ok);
   dev.reset();
 }
+
+TEST(TxBudget, ConnectionsTogetherKeepWithinHalfTheReceiveBuffer) {
+  // Four connections over the udp netdev with a 256 KiB socket buffer, each with more Writes
+  // posted than its own window: what they all have in flight together (held at a's netdev, so
+  // nothing is acknowledged) stays within half the receive buffer; released, everything
+  // arrives and every QP completes.
+  constexpr std::size_t kQps = 4, kWrites = 16, kLen = 16384;
+  DeviceConfig ca;
+  ca.name = "budget_a";
+  ca.netdev.port = 9720;
+  ca.netdev.socket_buffer = 256 << 10;
+  ca.initial_rto = ca.min_rto = 2s;  // nothing is sent twice while held
+  std::string e;
+  auto inner = netdev::make_netdev(ca.netdev, e);
+  ASSERT_TRUE(inner) << e;
+  auto h = netdev::make_holding(std::move(inner), [](std::span<const std::uint8_t>) { return true; });
+  netdev::HoldingNetdev* hold = h.get();
+  const std::size_t rx_buffer = hold->rx_buffer_bytes();
+  auto a = Device::open(ca, std::move(h));
+  ASSERT_TRUE(a);
+  DeviceConfig cb = ca;
+  cb.name = "budget_b";
+  cb.netdev.port = 9730;
+  auto b = Device::open(cb, e);
+  ASSERT_TRUE(b) << e;
+  Pd* pa = a->alloc_pd();
+  Pd* pb = b->alloc_pd();
+  Cq* acq = a->create_cq(1024, nullptr);
+  Cq* bcq = b->create_cq(64, nullptr);
+  std::vector<std::uint8_t> src(kQps * kLen), dst(kQps * kWrites * kLen, 0);
+  for (std::size_t q = 0; q < kQps; ++q) std::memset(src.data() + q * kLen, static_cast<int>(0x30 + q), kLen);
+  Mr *ms = nullptr, *md = nullptr;
+  ASSERT_EQ(a->reg_mr(pa, src.data(), src.size(), Access::local_read, ms), Status::ok);
+  ASSERT_EQ(b->reg_mr(pb, dst.data(), dst.size(), Access::remote_write, md), Status::ok);
+  std::mutex mu;
+  std::vector<ConnRequest*> reqs;
+  ASSERT_EQ(b->listen(6,
+                      [&](ConnRequest* r, const ConnRequestInfo&) {
+                        std::lock_guard g(mu);
+                        reqs.push_back(r);
+                      }),
+            Status::ok);
+  std::vector<Qp*> qa(kQps), qb(kQps);
+  for (std::size_t q = 0; q < kQps; ++q) {
+    QpInit in;
+    in.pd = pa;
+    in.send_cq = in.recv_cq = acq;
+    in.max_send_wr = 64;
+    ASSERT_EQ(a->create_qp(in, qa[q]), Status::ok);
+    in.pd = pb;
+    in.send_cq = in.recv_cq = bcq;
+    ASSERT_EQ(b->create_qp(in, qb[q]), Status::ok);
+    ASSERT_EQ(a->connect(qa[q], b->address(), 6, {}, 5000ms), Status::ok);
+    ConnRequest* r = nullptr;
+    for (int i = 0; i < 5000 && !r; ++i) {
+      {
+        std::lock_guard g(mu);
+        if (!reqs.empty()) r = reqs.back(), reqs.clear();
+      }
+      if (!r) std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_TRUE(r);
+    ASSERT_EQ(b->accept(r, qb[q], {}), Status::ok);
+    for (int i = 0; i < 5000 && a->qp_state(qa[q]) != QpState::rts; ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_EQ(a->qp_state(qa[q]), QpState::rts);
+  }
+  std::this_thread::sleep_for(20ms);  // the last handshake's acks have gone
+  hold->set_holding(true);
+  const std::uint32_t rkey = b->query_mr(md).stag;
+  for (std::size_t q = 0; q < kQps; ++q)
+    for (std::size_t w = 0; w < kWrites; ++w) {
+      const Sge s{a->query_mr(ms).stag, reinterpret_cast<std::uintptr_t>(src.data()) + q * kLen, kLen};
+      ASSERT_EQ(a->post_send(qa[q], SendWr{q * kWrites + w,
+                                           SendOpcode::rdma_write,
+                                           {&s, 1},
+                                           rkey,
+                                           reinterpret_cast<std::uintptr_t>(dst.data()) + (q * kWrites + w) * kLen}),
+                Status::ok);
+    }
+  for (int i = 0; i < 50; ++i) {  // the engine sends what it may (posts may wait for its round)
+    a->progress();
+    std::this_thread::sleep_for(1ms);
+  }
+  std::size_t held = 0;
+  for (const auto& f : hold->held()) held += f.bytes.size();
+  const std::size_t per_qp_window = rx_buffer / 4;
+  // Each QP alone may have a quarter of the buffer out: without the shared budget they would
+  // hold the whole buffer together.
+  ASSERT_GT(kWrites * kLen, per_qp_window) << "the test needs each QP's posts to exceed its own window";
+  EXPECT_LE(held, rx_buffer / 2 + 2048) << "in flight together: " << held << " of a " << rx_buffer << "-byte buffer";
+  EXPECT_GE(held, rx_buffer / 2 - 2 * kLen) << "the budget is used";
+  hold->set_holding(false);
+  std::vector<std::size_t> all(hold->held().size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  hold->release(all);
+  std::vector<std::size_t> done(kQps, 0);
+  for (std::size_t n = 0; n < kQps * kWrites; ++n) {
+    Wc wc;
+    ASSERT_TRUE(poll_one(*a, acq, wc, 10000ms)) << n << " Writes completed";
+    ASSERT_EQ(wc.status, WcStatus::success);
+    ++done[wc.wr_id / kWrites];
+  }
+  for (std::size_t q = 0; q < kQps; ++q) {
+    EXPECT_EQ(done[q], kWrites) << "QP " << q;
+    for (std::size_t w = 0; w < kWrites; ++w)
+      EXPECT_EQ(dst[(q * kWrites + w) * kLen + kLen - 1], 0x30 + q) << "QP " << q << " Write " << w;
+  }
+  for (std::size_t q = 0; q < kQps; ++q) {
+    a->destroy_qp(qa[q]);
+    b->destroy_qp(qb[q]);
+  }
+}
