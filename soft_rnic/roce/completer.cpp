@@ -104,6 +104,7 @@ void Roce::on_response(Qp& qp, const w::Packet& p) {
       s.rnr_wait = true;
       s.rnr_until = Clock::now() + std::chrono::microseconds(w::rnr_timer_us(p.syndrome & 0x1F));
       s.tx_psn = std::max(psn, s.una_psn);
+      recount(qp);
       rearm(qp);
       return;
     }
@@ -166,6 +167,7 @@ void Roce::acknowledged(Qp& qp, Pos through) {
                                                                      : std::max(r.first_psn, s.ack_through);
   }
   s.tx_psn = std::max(s.tx_psn, s.una_psn);
+  recount(qp);
   if (s.una_psn != before) {
     s.cwnd = static_cast<std::uint32_t>(std::min<Pos>(max_window_, s.cwnd + (s.una_psn - before)));
     s.progress_at = Clock::now();
@@ -181,6 +183,7 @@ void Roce::acknowledged(Qp& qp, Pos through) {
     if (qp.cm == CmPhase::disconnecting && qp.sq_wait.empty()) send_queue_drained(qp);
     return;
   }
+  pump_waiters();  // before this QP's own requests: it queues behind them
   pump(qp);
   rearm(qp);
 }
@@ -219,7 +222,9 @@ void Roce::on_timer(Qp& qp, Clock::time_point now) {
     go_back(qp, s.tx_psn);
     return;
   }
-  if (now >= s.progress_at + ack_timeout_) {
+  if (now >= s.progress_at + ack_timeout_ && s.tx_psn == s.una_psn && s.budget_waiting) {
+    s.progress_at = now;  // nothing is in flight: it waits for the device's budget, not for the peer
+  } else if (now >= s.progress_at + ack_timeout_) {
     if (s.retry_left == 0) {
       complete_error(qp, WcStatus::transport_error, "retry count exceeded: no acknowledgement from the peer");
       return;

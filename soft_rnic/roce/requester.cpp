@@ -88,14 +88,55 @@ void Roce::pump(Qp& qp) {
       ++it;
       continue;
     }
+    const Pos amount = r.kind == ReqKind::read ? r.first_psn + r.npkts - s.tx_psn : 1;
+    if (!budget_.allows(qp.qpn, static_cast<std::size_t>(amount))) {
+      budget_.wait(qp.qpn, s.budget_waiting);
+      break;
+    }
+    // The last packet the window or the device's budget lets go asks for an ACK: the responder
+    // acknowledges only what asks, and nothing more may go until an ACK comes (else the ACK
+    // timeout would: after a timeout the window is 4 packets, below kPktsPerAck).
+    if (s.tx_psn + amount - s.una_psn >= s.cwnd || !budget_.allows(qp.qpn, static_cast<std::size_t>(amount) + 1))
+      s.since_ackreq = kPktsPerAck;
+    // The ACK timeout runs from the last acknowledgement, or from now when nothing was in flight
+    // (the QP may have waited for the budget long after its last ACK).
+    if (s.tx_psn == s.una_psn) s.progress_at = Clock::now();
     if (!transmit(qp, r, s.tx_psn)) {
+      recount(qp);
       complete_error(qp, WcStatus::local_protection_error, "a posted work request names memory whose region was freed");
       return;
     }
+    recount(qp);
     sent = true;
     if (s.tx_psn >= r.first_psn + r.npkts) ++it;
   }
+  recount(qp);  // (a skipped Read moved tx_psn too)
   if (sent) rearm(qp);
+}
+
+// Brings the device's budget up to date with what the QP has in flight (tx_psn - una_psn).
+void Roce::recount(Qp& qp) {
+  RoceQp& s = st(qp);
+  const auto now = static_cast<std::uint32_t>(s.tx_psn - s.una_psn);
+  if (now > s.budget_charged)
+    budget_.charge(now - s.budget_charged);
+  else
+    budget_.release(s.budget_charged - now);
+  s.budget_charged = now;
+}
+
+// Serves the QPs waiting for the device's budget, first come first.
+void Roce::pump_waiters() {
+  const auto qp_of = [&](std::uint32_t qpn) -> Qp* {
+    auto it = ctx_.qps.find(qpn);
+    return it == ctx_.qps.end() ? nullptr : it->second;
+  };
+  budget_.serve(
+      [&](std::uint32_t qpn) {
+        Qp* q = qp_of(qpn);
+        return q ? &st(*q).budget_waiting : nullptr;
+      },
+      [&](std::uint32_t) { return std::size_t{1}; }, [&](std::uint32_t qpn) { pump(*qp_of(qpn)); });
 }
 
 // Sends the packet at `psn` of `r` and moves tx_psn past it (past the whole response of a Read).
@@ -169,6 +210,7 @@ void Roce::go_back(Qp& qp, Pos psn, bool timeout) {
   RoceQp& s = st(qp);
   s.cwnd = timeout ? 4 : std::max<std::uint32_t>(s.cwnd / 2, 4);
   s.tx_psn = std::max(psn, s.una_psn);
+  recount(qp);
   qp.ctr.retransmits++;
   ctx_.ctr.retransmits++;
   pump(qp);

@@ -24,6 +24,7 @@ Roce::Roce(Ctx& ctx, netdev::Netdev& nd) : ctx_(ctx), nd_(nd), self_(nd.local_ad
   const auto t = std::chrono::nanoseconds(4096LL << std::min<int>(ctx_.cfg.roce.timeout, 31));
   ack_timeout_ = std::max(std::chrono::ceil<std::chrono::microseconds>(t), std::chrono::microseconds(100));
   max_window_ = std::clamp<std::uint32_t>(ctx_.cfg.window, 4, 128);
+  budget_.set_limit(std::max<std::size_t>(max_window_, nd_.rx_buffer_bytes() / 2 / (link_mtu_ + 1024)));
   const std::size_t cap = nd_.max_datagram();
   rx_bufs_.resize(kRxBurst * cap);
   rx_frames_.resize(kRxBurst);
@@ -44,6 +45,7 @@ std::unique_ptr<TransportQp> Roce::make_qp_state() {
 }
 
 void Roce::reset(Qp& qp) {
+  leave_budget(qp);
   timers_.cancel(qp.qpn);
   qp.t = make_qp_state();
 }
@@ -52,6 +54,15 @@ void Roce::destroy(Qp& qp) {
   RoceQp& s = st(qp);
   if (s.connected && s.cm != CmState::idle) start_linger(qp, true);  // a DREQ tells the peer
   forget(qp);
+  leave_budget(qp);
+}
+
+// What the QP has in flight no longer counts against the device's budget, and it waits no more.
+void Roce::leave_budget(Qp& qp) {
+  RoceQp& s = st(qp);
+  budget_.release(s.budget_charged);
+  s.budget_charged = 0;
+  budget_.leave(qp.qpn, s.budget_waiting);
 }
 
 // The QP leaves the request it accepted, its timers and the ACKs waiting for this round.
@@ -74,6 +85,7 @@ void Roce::flush(Qp& qp) {
   s.ack_pending = false;
   s.jobs.clear();
   s.tx_psn = s.una_psn = s.ack_through = s.next_psn;
+  leave_budget(qp);
 }
 
 void Roce::closed(Qp& qp) {
@@ -247,6 +259,7 @@ void Roce::flush_acks() {
 
 void Roce::timers(Clock::time_point now) {
   cm_sweep(now);
+  if (budget_.room()) pump_waiters();  // (a QP flushed or destroyed freed budget)
   timers_.expire(now, [&](std::uint32_t qpn) {
     const auto it = ctx_.qps.find(qpn);
     if (it != ctx_.qps.end()) on_timer(*it->second, now);

@@ -32,6 +32,7 @@
 #include "softrnic/wire/ib_cm.hpp"
 #include "softrnic/wire/roce.hpp"
 #include "timer_queue.hpp"
+#include "tx_budget.hpp"
 
 namespace softrnic::roce {
 
@@ -102,6 +103,8 @@ struct RoceQp final : TransportQp {
   // acknowledged (go-back-N sends everything from the lost PSN again: a full window into a peer
   // that drops for lack of room only loses it again).
   std::uint32_t cwnd = 0;
+  std::uint32_t budget_charged = 0;  // its PSNs in flight as Roce::budget_ counts them
+  bool budget_waiting = false;       // its next packet waits for the device's budget
   int retry_left = 7;
   int rnr_left = 7;
   Pos last_nak_psn = ~Pos{0};       // a NAK at the same PSN again without progress costs a retry
@@ -227,6 +230,9 @@ class Roce final : public Transport, public engine::Pollable {
 
   // requester.cpp
   void pump(Qp& qp);
+  void recount(Qp& qp);
+  void pump_waiters();
+  void leave_budget(Qp& qp);
   bool transmit(Qp& qp, ReqWqe& r, Pos psn);
   void go_back(Qp& qp, Pos psn, bool timeout = false);
 
@@ -281,6 +287,10 @@ class Roce final : public Transport, public engine::Pollable {
   std::chrono::microseconds ack_timeout_{67108};
   std::uint32_t max_window_ = 128;  // PSNs in flight per QP (rxe: RXE_MAX_UNACKED_PSNS)
   engine::TimerQueue timers_;
+  // PSNs all QPs together have in flight (a Read's counted whole: its response comes into our
+  // receive buffer): half the receive buffer, at a path-MTU packet plus the kernel's ~1 KiB
+  // per-datagram overhead each.
+  engine::TxBudget budget_;
   std::map<std::uint16_t, std::pair<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>>>
       listeners_;               // by rdma_cm port: conn_qual, callback
   std::vector<Request*> reqs_;  // received, not yet accepted or rejected (or accepted, waiting for the RTU)

@@ -22,7 +22,7 @@ Rudp::Rudp(Ctx& ctx, netdev::Netdev& nd) : iwarp::Transport(ctx), ctx_(ctx), nd_
   // it is lost whole.
   window_bytes_ = std::max<std::size_t>(nd_.max_datagram(), std::min(ctx_.cfg.window_bytes, nd_.rx_buffer_bytes() / 4));
   // All QPs together: half the receive buffer (ours stands for the peers', set up alike).
-  tx_budget_ = std::max<std::size_t>(window_bytes_, nd_.rx_buffer_bytes() / 2);
+  budget_.set_limit(std::max<std::size_t>(window_bytes_, nd_.rx_buffer_bytes() / 2));
 }
 
 Rudp::~Rudp() {
@@ -89,12 +89,9 @@ void Rudp::flush(Qp& qp) {
 // What the QP has in flight no longer counts against the device's budget, and it waits no more.
 void Rudp::leave_budget(Qp& qp) {
   Conn& c = conn(qp);
-  release_budget(c.inflight_bytes);
+  budget_.release(c.inflight_bytes);
   c.inflight_bytes = 0;
-  if (c.budget_waiting) {
-    c.budget_waiting = false;
-    std::erase(budget_waiters_, qp.qpn);
-  }
+  budget_.leave(qp.qpn, c.budget_waiting);
 }
 
 void Rudp::closed(Qp& qp) {

@@ -9,7 +9,6 @@
 
 #include <array>
 #include <chrono>
-#include <deque>
 #include <map>
 #include <optional>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "softrnic/wire/udp_frame.hpp"
 #include "timer_queue.hpp"
 #include "transport.hpp"
+#include "tx_budget.hpp"
 
 namespace softrnic::rudp {
 
@@ -67,7 +67,7 @@ struct Conn final : iwarp::IwarpQp {
   Ring<SeqFrame> inflight;  // sent, not acknowledged
   Ring<SeqFrame> backlog;   // waiting for window
   std::size_t inflight_bytes = 0;
-  bool budget_waiting = false;  // on Rudp's budget_waiters_: its next frame waits for the device's budget
+  bool budget_waiting = false;  // its next frame waits for the device's budget (Rudp::budget_)
   bool local_error = false;     // a payload region vanished during transmission
   std::chrono::microseconds rto{0};
   double srtt_us = 0, rttvar_us = 0;  // RFC 6298 estimator; srtt 0 = no sample yet
@@ -182,8 +182,6 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   void flush_tx();
   void send_raw(NetAddr to, std::span<const std::uint8_t> d);
   void pump_tx(Qp& qp);
-  bool budget_allows(const Qp& qp, std::size_t len) const;
-  void release_budget(std::size_t bytes);
   void pump_waiters();
   void leave_budget(Qp& qp);
   void local_protection_failure(Qp& qp);
@@ -253,14 +251,7 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   std::array<netdev::TxFrame, kTxBatch> tx_batch_{};
   std::size_t tx_n_ = 0;
   std::size_t window_bytes_ = 0;
-  // What all QPs together may have in flight (payload bytes): the peers' receive buffers are
-  // shared by every connection to them, and a burst of many connections that overflows one is
-  // lost whole. QPs whose next frame does not fit wait in FIFO order (budget_waiters_) and are
-  // served as acknowledgements free the budget; a QP new to it queues behind them.
-  std::size_t tx_budget_ = 0;
-  std::size_t inflight_total_ = 0;
-  std::deque<std::uint32_t> budget_waiters_;  // qpns
-  std::uint32_t budget_serving_ = 0;          // the waiter pump_waiters() is serving (0: none)
+  engine::TxBudget budget_;  // payload bytes all QPs together have in flight: half the receive buffer
   std::array<unsigned char, crypto_shorthash_KEYBYTES> cookie_key_{};
 };
 

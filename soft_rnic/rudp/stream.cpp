@@ -114,36 +114,23 @@ void Rudp::send_raw(NetAddr to, std::span<const std::uint8_t> d) {
   nd_.tx_burst({&tf, 1});
 }
 
-// Whether the device's budget (tx_budget_) lets `qp` send a frame of `len` now: nothing in flight
-// at all, or room left and no QP waiting ahead of it.
-bool Rudp::budget_allows(const Qp& qp, std::size_t len) const {
-  if (inflight_total_ == 0) return true;
-  if (inflight_total_ + len > tx_budget_) return false;
-  return budget_waiters_.empty() || budget_serving_ == qp.qpn;
-}
-
-void Rudp::release_budget(std::size_t bytes) {
-  inflight_total_ -= std::min(bytes, inflight_total_);
-}
-
-// Serves the QPs waiting for the budget, first come first, while it has room (each one's pump
-// puts it back at the end when its backlog still waits).
+// Serves the QPs waiting for the device's budget (each one's pump puts it back at the end of the
+// queue when its backlog still waits).
 void Rudp::pump_waiters() {
-  for (std::size_t n = budget_waiters_.size(); n > 0 && !budget_waiters_.empty() && inflight_total_ < tx_budget_; --n) {
-    const std::uint32_t qpn = budget_waiters_.front();
+  const auto conn_of = [&](std::uint32_t qpn) -> Conn* {
     auto it = ctx_.qps.find(qpn);
-    Conn* c = it == ctx_.qps.end() ? nullptr : &conn(*it->second);
-    if (!c || !c->budget_waiting) {
-      budget_waiters_.pop_front();
-      continue;
-    }
-    if (!c->backlog.empty() && inflight_total_ + c->backlog.front().len > tx_budget_) break;  // not yet
-    budget_waiters_.pop_front();
-    c->budget_waiting = false;
-    budget_serving_ = qpn;
-    pump_tx(*it->second);
-    budget_serving_ = 0;
-  }
+    return it == ctx_.qps.end() ? nullptr : &conn(*it->second);
+  };
+  budget_.serve(
+      [&](std::uint32_t qpn) {
+        Conn* c = conn_of(qpn);
+        return c ? &c->budget_waiting : nullptr;
+      },
+      [&](std::uint32_t qpn) {
+        Conn* c = conn_of(qpn);
+        return c->backlog.empty() ? std::size_t{0} : c->backlog.front().len;
+      },
+      [&](std::uint32_t qpn) { pump_tx(*ctx_.qps.find(qpn)->second); });
 }
 
 void Rudp::pump_tx(Qp& qp) {
@@ -151,17 +138,14 @@ void Rudp::pump_tx(Qp& qp) {
   bool sent = false;
   while (!c.backlog.empty() && c.inflight.size() < ctx_.cfg.window &&
          (c.inflight.empty() || c.inflight_bytes + c.backlog.front().len <= window_bytes_)) {
-    if (!budget_allows(qp, c.backlog.front().len)) {
-      if (!c.budget_waiting) {
-        c.budget_waiting = true;
-        budget_waiters_.push_back(qp.qpn);
-      }
+    if (!budget_.allows(qp.qpn, c.backlog.front().len)) {
+      budget_.wait(qp.qpn, c.budget_waiting);
       break;
     }
     SeqFrame& f = c.inflight.emplace_back(std::move(c.backlog.front()));
     c.backlog.pop_front();
     c.inflight_bytes += f.len;
-    inflight_total_ += f.len;
+    budget_.charge(f.len);
     f.sent = Clock::now();
     transmit(qp, f);
     sent = true;
@@ -230,7 +214,7 @@ void Rudp::send_disconnect(Qp& qp) {
 void Rudp::timers(Clock::time_point now) {
   if (!delayed_acks_.empty()) delayed_acks(now);
   // (A QP flushed or destroyed freed budget outside an acknowledgement.)
-  if (!budget_waiters_.empty() && inflight_total_ < tx_budget_) pump_waiters();
+  if (budget_.room()) pump_waiters();
   timers_.expire(now, [&](std::uint32_t qpn) {
     auto it = ctx_.qps.find(qpn);
     if (it == ctx_.qps.end()) return;
@@ -578,7 +562,7 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
   if (!seq_lt(c.snd_una, ack)) return true;  // no new cumulative progress
   while (!c.inflight.empty() && seq_lt(c.inflight.front().seq, ack)) {
     c.inflight_bytes -= c.inflight.front().len;
-    release_budget(c.inflight.front().len);
+    budget_.release(c.inflight.front().len);
     c.inflight.pop_front();
   }
   c.snd_una_pos += ack - c.snd_una;

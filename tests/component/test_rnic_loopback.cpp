@@ -1027,7 +1027,7 @@ TEST(Doorbell, WithoutBatchingEachPostTransmitsAtOnce) {
   dev.reset();
 }
 
-TEST(TxBudget, ConnectionsTogetherKeepWithinHalfTheReceiveBuffer) {
+TEST(TxBudgetOverUdp, ConnectionsTogetherKeepWithinHalfTheReceiveBuffer) {
   // Four connections over the udp netdev with a 256 KiB socket buffer, each with more Writes
   // posted than its own window: what they all have in flight together (held at a's netdev, so
   // nothing is acknowledged) stays within half the receive buffer; released, everything

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "harness.hpp"
@@ -31,7 +32,10 @@ struct RoceSide {
 
   ~RoceSide() { dev.reset(); }
 
-  void open(std::uint32_t ip, const netdev::ImpairPlan& impair = {}, RoceConfig rc = {}, bool with_srq = false) {
+  netdev::HoldingNetdev* hold = nullptr;  // set when opened with `holding`: can hold what this side sends
+
+  void open(std::uint32_t ip, const netdev::ImpairPlan& impair = {}, RoceConfig rc = {}, bool with_srq = false,
+            bool holding = false) {
     DeviceConfig c;
     c.wire = Wire::roce;
     c.netdev.kind = "loopback";
@@ -41,7 +45,15 @@ struct RoceSide {
     c.netdev.impair = impair;
     c.roce = rc;
     std::string e;
-    dev = Device::open(c, e);
+    if (holding) {
+      auto inner = netdev::make_netdev(c.netdev, e);
+      ASSERT_TRUE(inner) << e;
+      auto h = netdev::make_holding(std::move(inner), [](std::span<const std::uint8_t>) { return true; });
+      hold = h.get();
+      dev = Device::open(c, std::move(h));
+    } else {
+      dev = Device::open(c, e);
+    }
     ASSERT_TRUE(dev) << e;
     pd = dev->alloc_pd();
     scq = dev->create_cq(4096, nullptr);
@@ -283,6 +295,33 @@ TEST_F(RocePair, NoPeerExhaustsTheRetries) {
   ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
   EXPECT_EQ(wc.status, WcStatus::transport_error);
   EXPECT_EQ(a.dev->counters().retransmits, 2u);
+}
+
+TEST_F(RocePair, AWholeWindowLostCostsOneTimeout) {
+  // Every packet of a 64-packet Write is lost. After the ACK timeout the window is 4 packets,
+  // fewer than the requester sends between ACK requests: the last packet the window lets go
+  // must ask for an ACK, or every 4 packets wait for a timeout of their own (and the QP fails
+  // when the retries run out).
+  RoceConfig rc;
+  rc.timeout = 10;  // ~4 ms
+  a.open(next_ip(), {}, rc, false, true);
+  b.open(next_ip(), {}, rc);
+  connect();
+  std::this_thread::sleep_for(20ms);
+  a.hold->set_holding(true);
+  fill(a.buf, 0, 65536, 5);
+  ASSERT_EQ(a.post(SendOpcode::rdma_write, 1, 0, 65536, b.stag(), b.addr(0)), Status::ok);
+  for (int i = 0; i < 100 && a.hold->held().size() < 64; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(a.hold->held().size(), 64u) << "the Write's 64 packets went out (and were lost)";
+  std::vector<std::size_t> all(64);
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  a.hold->discard(all);
+  a.hold->set_holding(false);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(a.dev->counters().retransmits, 1u) << "one timeout, then ACKs clock the window open again";
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data(), 65536), 0);
 }
 
 // Go-back-N under drop 3 %, duplicate 2 %, reorder within 8 and corruption 1 % on both sides:
