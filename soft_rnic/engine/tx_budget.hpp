@@ -35,11 +35,19 @@ class TxBudget {
     waiting = true;
     waiters_.push_back(qpn);
   }
-  // `qpn` waits no more (its QP was flushed or destroyed).
+  // `qpn` waits no more.
   void leave(std::uint32_t qpn, bool& waiting) {
     if (!waiting) return;
     waiting = false;
     std::erase(waiters_, qpn);
+  }
+  // `qpn` leaves (its QP was flushed or destroyed): what it had in flight (`charged`, zeroed)
+  // counts no more, and it waits no more.
+  template <class N>
+  void leave(std::uint32_t qpn, bool& waiting, N& charged) {
+    release(static_cast<std::size_t>(charged));
+    charged = 0;
+    leave(qpn, waiting);
   }
   // Whether a waiter may be served now.
   bool room() const { return !waiters_.empty() && total_ < limit_; }

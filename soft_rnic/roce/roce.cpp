@@ -57,12 +57,9 @@ void Roce::destroy(Qp& qp) {
   leave_budget(qp);
 }
 
-// What the QP has in flight no longer counts against the device's budget, and it waits no more.
 void Roce::leave_budget(Qp& qp) {
   RoceQp& s = st(qp);
-  budget_.release(s.budget_charged);
-  s.budget_charged = 0;
-  budget_.leave(qp.qpn, s.budget_waiting);
+  budget_.leave(qp.qpn, s.budget_waiting, s.budget_charged);
 }
 
 // The QP leaves the request it accepted, its timers and the ACKs waiting for this round.

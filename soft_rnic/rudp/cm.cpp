@@ -86,12 +86,9 @@ void Rudp::flush(Qp& qp) {
   leave_budget(qp);
 }
 
-// What the QP has in flight no longer counts against the device's budget, and it waits no more.
 void Rudp::leave_budget(Qp& qp) {
   Conn& c = conn(qp);
-  budget_.release(c.inflight_bytes);
-  c.inflight_bytes = 0;
-  budget_.leave(qp.qpn, c.budget_waiting);
+  budget_.leave(qp.qpn, c.budget_waiting, c.inflight_bytes);
 }
 
 void Rudp::closed(Qp& qp) {

@@ -48,6 +48,15 @@ struct Sink {
   }
 };
 
+// A device whose netdev (made from cfg.netdev) can hold what it sends: `hold` is set to it.
+inline std::unique_ptr<Device> open_holding(const DeviceConfig& cfg, netdev::HoldingNetdev*& hold, std::string& e) {
+  auto inner = netdev::make_netdev(cfg.netdev, e);
+  if (!inner) return nullptr;
+  auto h = netdev::make_holding(std::move(inner), [](std::span<const std::uint8_t>) { return true; });
+  hold = h.get();
+  return Device::open(cfg, std::move(h));
+}
+
 inline bool poll_one(Device& d, Cq* cq, Wc& wc, std::chrono::milliseconds t = 5000ms) {
   const auto end = std::chrono::steady_clock::now() + t;
   while (std::chrono::steady_clock::now() < end) {

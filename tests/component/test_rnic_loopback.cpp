@@ -44,15 +44,7 @@ struct Side {
     c.netdev.port = port;
     c.netdev.max_datagram = max_dgram;
     std::string e;
-    if (holding) {
-      auto inner = netdev::make_netdev(c.netdev, e);
-      ASSERT_TRUE(inner) << e;
-      auto h = netdev::make_holding(std::move(inner), [](std::span<const std::uint8_t>) { return true; });
-      hold = h.get();
-      dev = Device::open(c, std::move(h));
-    } else {
-      dev = Device::open(c, e);
-    }
+    dev = holding ? softrnic::testing::open_holding(c, hold, e) : Device::open(c, e);
     ASSERT_TRUE(dev) << e;
     pd = dev->alloc_pd();
     scq = dev->create_cq(1024, nullptr);
@@ -1039,13 +1031,10 @@ TEST(TxBudgetOverUdp, ConnectionsTogetherKeepWithinHalfTheReceiveBuffer) {
   ca.netdev.socket_buffer = 256 << 10;
   ca.initial_rto = ca.min_rto = 2s;  // nothing is sent twice while held
   std::string e;
-  auto inner = netdev::make_netdev(ca.netdev, e);
-  ASSERT_TRUE(inner) << e;
-  auto h = netdev::make_holding(std::move(inner), [](std::span<const std::uint8_t>) { return true; });
-  netdev::HoldingNetdev* hold = h.get();
+  netdev::HoldingNetdev* hold = nullptr;
+  auto a = softrnic::testing::open_holding(ca, hold, e);
+  ASSERT_TRUE(a) << e;
   const std::size_t rx_buffer = hold->rx_buffer_bytes();
-  auto a = Device::open(ca, std::move(h));
-  ASSERT_TRUE(a);
   DeviceConfig cb = ca;
   cb.name = "budget_b";
   cb.netdev.port = 9730;

@@ -45,15 +45,7 @@ struct RoceSide {
     c.netdev.impair = impair;
     c.roce = rc;
     std::string e;
-    if (holding) {
-      auto inner = netdev::make_netdev(c.netdev, e);
-      ASSERT_TRUE(inner) << e;
-      auto h = netdev::make_holding(std::move(inner), [](std::span<const std::uint8_t>) { return true; });
-      hold = h.get();
-      dev = Device::open(c, std::move(h));
-    } else {
-      dev = Device::open(c, e);
-    }
+    dev = holding ? softrnic::testing::open_holding(c, hold, e) : Device::open(c, e);
     ASSERT_TRUE(dev) << e;
     pd = dev->alloc_pd();
     scq = dev->create_cq(4096, nullptr);
