@@ -223,6 +223,10 @@ class Transport {
   // Send queue: puts a work request on the wire (behind everything before it).
   virtual void issue(Qp& qp, const WaitingWr& w) = 0;
   virtual void kick(Qp& qp) = 0;  // transmit what the window allows
+  // kick() for each of these QPs (the doorbell): a wire that sends in bursts sends them together.
+  virtual void kick_all(std::span<Qp* const> qps) {
+    for (Qp* q : qps) kick(*q);
+  }
   // The position after everything queued so far (a bind's place in the stream).
   virtual Pos tx_pos(const Qp& qp) const = 0;
   // The peer has everything below this position.

@@ -73,12 +73,13 @@ void Rudp::destroy(Qp& qp) {
   if (c.req) c.req->phase = ReqPhase::rejected;
   hint_peer(qp, false);
   std::erase(ack_list_, &qp);
-  std::erase(delayed_acks_, &qp);
+  std::erase_if(delayed_acks_, [&](const DelayedAck& d) { return d.qp == &qp; });
   timers_.cancel(qp.qpn);
   leave_budget(qp);
 }
 
 void Rudp::flush(Qp& qp) {
+  flush_tx();  // (the batch may read memory the flushed requests give back)
   Conn& c = conn(qp);
   iwarp::Rdmap::flush(c);
   c.backlog.clear();

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <optional>
 #include <vector>
@@ -149,6 +150,10 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   Status reject(ConnRequest* req, std::span<const std::uint8_t> pd) override;
   Status disconnect(Qp& qp, bool graceful) override;
   void kick(Qp& qp) override { pump_tx(qp); }
+  void kick_all(std::span<Qp* const> qps) override {
+    const TxHold hold(*this);
+    for (Qp* q : qps) pump_tx(*q);
+  }
   Pos tx_pos(const Qp& qp) const override { return conn(qp).snd_nxt_pos; }
   void send_queue_drained(Qp& qp) override { send_disconnect(qp); }
   void flush(Qp& qp) override;
@@ -233,23 +238,46 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   std::map<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>> listeners_;
   std::vector<Request*> reqs_;
   std::vector<Qp*> ack_list_;
-  std::vector<Qp*> delayed_acks_;  // QPs whose lone in-order frame waits for a reply to carry its ack
+  // QPs whose lone in-order frame waits for a reply to carry its ack, in the order they are due
+  // (each kAckDelay after the round that delayed it). An entry whose `due` is no longer its
+  // QP's ack_due is stale (data carried the ack) and leaves when it reaches the front.
+  struct DelayedAck {
+    Clock::time_point due;
+    Qp* qp;
+  };
+  std::deque<DelayedAck> delayed_acks_;
   std::vector<Linger> lingers_;
   engine::TimerQueue timers_;  // each QP at its next deadline (deadline())
   Clock::time_point last_timer_scan_{};
   Clock::time_point last_req_sweep_{};
   std::vector<std::uint8_t> rx_bufs_, tx_gather_;
   std::vector<netdev::RxFrame> rx_frames_;
-  // Frames transmit() prepared, handed to the netdev together by flush_tx() (one burst: the udp
-  // netdev sends a run of them in one system call). Each keeps a copy of its headers and trailer.
+  // Frames transmit() and send_raw() prepared, handed to the netdev together by flush_tx() (one
+  // burst: the udp netdev sends a run of them in one system call). Each keeps a copy of its
+  // headers and trailer (a raw frame, such as an ack, whole in `head`). While tx_hold_ is set (a
+  // receive round, the doorbell) the batch fills across QPs and goes out when the round ends.
+  static constexpr std::size_t kMaxRawInSlot = wire::kFrameOverhead + 4 + 8 * wire::kMaxSackBlocks;
   struct TxSlot {
-    std::array<std::uint8_t, SeqFrame::kMaxHead> head;
+    std::array<std::uint8_t, std::max(SeqFrame::kMaxHead, kMaxRawInSlot)> head;
     std::array<std::uint8_t, wire::kFrameTrailerLen> tail;
   };
   static constexpr std::size_t kTxBatch = 64;
   std::array<TxSlot, kTxBatch> tx_slots_{};
   std::array<netdev::TxFrame, kTxBatch> tx_batch_{};
   std::size_t tx_n_ = 0;
+  std::uint32_t tx_hold_ = 0;  // > 0: flush_tx() waits for the end of the round (TxHold)
+  struct TxHold {
+    Rudp& r;
+    explicit TxHold(Rudp& rudp) : r(rudp) { ++r.tx_hold_; }
+    ~TxHold() {
+      if (--r.tx_hold_ == 0) r.flush_tx();
+    }
+    TxHold(const TxHold&) = delete;
+    TxHold& operator=(const TxHold&) = delete;
+  };
+  void flush_tx_unless_held() {
+    if (tx_hold_ == 0) flush_tx();
+  }
   std::size_t window_bytes_ = 0;
   engine::TxBudget budget_;  // payload bytes all QPs together have in flight: half the receive buffer
   std::array<unsigned char, crypto_shorthash_KEYBYTES> cookie_key_{};

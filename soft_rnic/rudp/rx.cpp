@@ -14,6 +14,8 @@ namespace w = wire;
 std::size_t Rudp::poll(std::optional<Clock::time_point> now) {
   const std::size_t cap = nd_.max_datagram();
   std::size_t got = 0;
+  // What the round sends (acks, frames the acks let go, resends) leaves in one burst at its end.
+  const TxHold hold(*this);
   for (int round = 0; round < 8; ++round) {
     const std::size_t n = nd_.rx_burst(rx_frames_);
     if (n == 0) break;
@@ -33,11 +35,11 @@ std::size_t Rudp::poll(std::optional<Clock::time_point> now) {
 std::chrono::microseconds Rudp::next_wait() {
   const auto now = Clock::now();
   // The next delayed ack (one that data already carried waits for no one: ack_due is reset).
-  auto due = Clock::time_point::max();
-  for (Qp* qp : delayed_acks_)
-    if (conn(*qp).ack_needed) due = std::min(due, conn(*qp).ack_due);
-  if (due != Clock::time_point::max())
+  // (The front may be stale: then the wait is only shorter.)
+  if (!delayed_acks_.empty()) {
+    const auto due = delayed_acks_.front().due;
     return std::clamp(std::chrono::ceil<std::chrono::microseconds>(due - now), std::chrono::microseconds(1), kAckDelay);
+  }
   // The earliest QP deadline; the lingers' resets every few ms; else a long sleep.
   std::chrono::microseconds wait =
       lingers_.empty() ? std::chrono::microseconds(100000) : std::chrono::microseconds(1000);

@@ -110,8 +110,17 @@ void Rudp::flush_tx() {
 }
 
 void Rudp::send_raw(NetAddr to, std::span<const std::uint8_t> d) {
-  const netdev::TxFrame tf{to, d, {}, {}};
-  nd_.tx_burst({&tf, 1});
+  if (d.size() > kMaxRawInSlot) {  // (a connection frame with large private data)
+    flush_tx();
+    const netdev::TxFrame tf{to, d, {}, {}};
+    nd_.tx_burst({&tf, 1});
+    return;
+  }
+  TxSlot& slot = tx_slots_[tx_n_];
+  std::memcpy(slot.head.data(), d.data(), d.size());
+  tx_batch_[tx_n_++] = netdev::TxFrame{to, {slot.head.data(), d.size()}, {}, {}};
+  if (tx_n_ == kTxBatch) flush_tx();
+  flush_tx_unless_held();
 }
 
 // Serves the QPs waiting for the device's budget (each one's pump puts it back at the end of the
@@ -151,7 +160,7 @@ void Rudp::pump_tx(Qp& qp) {
     sent = true;
     if (c.local_error) break;
   }
-  flush_tx();
+  flush_tx_unless_held();
   if (c.local_error) {
     local_protection_failure(qp);
     return;
@@ -350,7 +359,7 @@ void Rudp::on_timer(Qp& qp, Clock::time_point now) {
     qp.ctr.retransmits++;
     ctx_.ctr.retransmits++;
   }
-  flush_tx();
+  flush_tx_unless_held();
   if (c.local_error) {
     local_protection_failure(qp);
     return;
@@ -449,20 +458,22 @@ void Rudp::flush_acks() {
       send_ack(*qp);
     } else if (c.ack_due == Clock::time_point{}) {
       c.ack_due = now + kAckDelay;
-      delayed_acks_.push_back(qp);
+      delayed_acks_.push_back({c.ack_due, qp});
     }
   }
   ack_list_.clear();
 }
 
 void Rudp::delayed_acks(Clock::time_point now) {
-  std::erase_if(delayed_acks_, [&](Qp* qp) {
-    Conn& c = conn(*qp);
-    if (!c.ack_needed) return true;  // data carried it
-    if (now < c.ack_due) return false;
-    send_ack(*qp);
-    return true;
-  });
+  while (!delayed_acks_.empty()) {
+    const DelayedAck d = delayed_acks_.front();
+    const Conn& c = conn(*d.qp);
+    if (c.ack_needed && c.ack_due == d.due) {  // (else data carried it: stale)
+      if (now < d.due) break;
+      send_ack(*d.qp);
+    }
+    delayed_acks_.pop_front();
+  }
 }
 
 // False when the ack cannot be the peer's (it acknowledges what was never sent, or its SACK
@@ -567,6 +578,10 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
   }
   c.snd_una_pos += ack - c.snd_una;
   c.snd_una = ack;
+  // What the round has batched goes before anything completes: a frame in the batch reads the
+  // consumer's memory, which a completion gives back to the consumer (a resend of a frame whose
+  // original this ack covers would read a buffer already reused, or freed).
+  flush_tx();
   rdmap_.acked(qp);
   if (qp.cm == CmPhase::disconnecting && qp.state == QpState::closing && seq_le(c.disc_seq, ack)) {
     close_qp(qp, CmEventType::disconnected, "");

@@ -48,6 +48,23 @@ struct Sink {
   }
 };
 
+// A netdev that hands everything to `inner`: a test overrides what it watches or changes.
+class ForwardingNetdev : public netdev::Netdev {
+ public:
+  explicit ForwardingNetdev(std::unique_ptr<netdev::Netdev> inner) : inner_(std::move(inner)) {}
+  netdev::NetAddr local_addr() const override { return inner_->local_addr(); }
+  std::size_t max_datagram() const override { return inner_->max_datagram(); }
+  std::size_t rx_buffer_bytes() const override { return inner_->rx_buffer_bytes(); }
+  netdev::NetdevStats stats() const override { return inner_->stats(); }
+  std::size_t rx_burst(std::span<netdev::RxFrame> out) override { return inner_->rx_burst(out); }
+  void wait_rx(std::chrono::microseconds t) override { inner_->wait_rx(t); }
+  void wake() override { inner_->wake(); }
+  std::size_t tx_burst(std::span<const netdev::TxFrame> frames) override { return inner_->tx_burst(frames); }
+
+ protected:
+  std::unique_ptr<netdev::Netdev> inner_;
+};
+
 // A device whose netdev (made from cfg.netdev) can hold what it sends: `hold` is set to it.
 inline std::unique_ptr<Device> open_holding(const DeviceConfig& cfg, netdev::HoldingNetdev*& hold, std::string& e) {
   auto inner = netdev::make_netdev(cfg.netdev, e);

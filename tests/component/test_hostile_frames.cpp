@@ -10,6 +10,7 @@
 #include <mutex>
 #include <random>
 
+#include "harness.hpp"
 #include "softrnic/netdev/netdev.hpp"
 #include "softrnic/rnic.hpp"
 #include "softrnic/wire/udp_frame.hpp"
@@ -19,17 +20,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class Mutator final : public netdev::Netdev {
+class Mutator final : public softrnic::testing::ForwardingNetdev {
  public:
   Mutator(std::unique_ptr<netdev::Netdev> inner, double p, std::uint64_t seed)
-      : inner_(std::move(inner)), p_(p), rng_(seed) {}
-  netdev::NetAddr local_addr() const override { return inner_->local_addr(); }
-  std::size_t max_datagram() const override { return inner_->max_datagram(); }
-  std::size_t rx_buffer_bytes() const override { return inner_->rx_buffer_bytes(); }
-  netdev::NetdevStats stats() const override { return inner_->stats(); }
-  std::size_t rx_burst(std::span<netdev::RxFrame> out) override { return inner_->rx_burst(out); }
-  void wait_rx(std::chrono::microseconds t) override { inner_->wait_rx(t); }
-  void wake() override { inner_->wake(); }
+      : ForwardingNetdev(std::move(inner)), p_(p), rng_(seed) {}
 
   std::size_t tx_burst(std::span<const netdev::TxFrame> frames) override {
     std::lock_guard lk(mu_);
@@ -59,7 +53,6 @@ class Mutator final : public netdev::Netdev {
   }
 
  private:
-  std::unique_ptr<netdev::Netdev> inner_;
   double p_;
   mutable std::mutex mu_;
   std::mt19937_64 rng_;

@@ -1019,6 +1019,46 @@ TEST(Doorbell, WithoutBatchingEachPostTransmitsAtOnce) {
   dev.reset();
 }
 
+// n QPs on a (sends on acq), each connected to one on b (b accepts on `qual`), all in RTS.
+void connect_qps(Device& a, Device& b, Pd* pa, Pd* pb, Cq* acq, Cq* bcq, std::size_t n, std::uint32_t max_send_wr,
+                 std::uint64_t qual, std::vector<Qp*>& qa, std::vector<Qp*>& qb) {
+  std::mutex mu;
+  std::vector<ConnRequest*> reqs;
+  ASSERT_EQ(b.listen(qual,
+                     [&](ConnRequest* r, const ConnRequestInfo&) {
+                       std::lock_guard g(mu);
+                       reqs.push_back(r);
+                     }),
+            Status::ok);
+  qa.resize(n);
+  qb.resize(n);
+  for (std::size_t q = 0; q < n; ++q) {
+    QpInit in;
+    in.pd = pa;
+    in.send_cq = in.recv_cq = acq;
+    in.max_send_wr = max_send_wr;
+    ASSERT_EQ(a.create_qp(in, qa[q]), Status::ok);
+    in.pd = pb;
+    in.send_cq = in.recv_cq = bcq;
+    ASSERT_EQ(b.create_qp(in, qb[q]), Status::ok);
+    ASSERT_EQ(a.connect(qa[q], b.address(), qual, {}, 5000ms), Status::ok);
+    ConnRequest* r = nullptr;
+    for (int i = 0; i < 5000 && !r; ++i) {
+      {
+        std::lock_guard g(mu);
+        if (!reqs.empty()) r = reqs.back(), reqs.clear();
+      }
+      if (!r) std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_TRUE(r);
+    ASSERT_EQ(b.accept(r, qb[q], {}), Status::ok);
+    for (int i = 0; i < 5000 && a.qp_state(qa[q]) != QpState::rts; ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_EQ(a.qp_state(qa[q]), QpState::rts);
+  }
+  ASSERT_EQ(b.stop_listen(qual), Status::ok);
+  std::this_thread::sleep_for(20ms);  // the last handshake's acks have gone
+}
+
 TEST(TxBudgetOverUdp, ConnectionsTogetherKeepWithinHalfTheReceiveBuffer) {
   // Four connections over the udp netdev with a 256 KiB socket buffer, each with more Writes
   // posted than its own window: what they all have in flight together (held at a's netdev, so
@@ -1049,39 +1089,8 @@ TEST(TxBudgetOverUdp, ConnectionsTogetherKeepWithinHalfTheReceiveBuffer) {
   Mr *ms = nullptr, *md = nullptr;
   ASSERT_EQ(a->reg_mr(pa, src.data(), src.size(), Access::local_read, ms), Status::ok);
   ASSERT_EQ(b->reg_mr(pb, dst.data(), dst.size(), Access::remote_write, md), Status::ok);
-  std::mutex mu;
-  std::vector<ConnRequest*> reqs;
-  ASSERT_EQ(b->listen(6,
-                      [&](ConnRequest* r, const ConnRequestInfo&) {
-                        std::lock_guard g(mu);
-                        reqs.push_back(r);
-                      }),
-            Status::ok);
-  std::vector<Qp*> qa(kQps), qb(kQps);
-  for (std::size_t q = 0; q < kQps; ++q) {
-    QpInit in;
-    in.pd = pa;
-    in.send_cq = in.recv_cq = acq;
-    in.max_send_wr = 64;
-    ASSERT_EQ(a->create_qp(in, qa[q]), Status::ok);
-    in.pd = pb;
-    in.send_cq = in.recv_cq = bcq;
-    ASSERT_EQ(b->create_qp(in, qb[q]), Status::ok);
-    ASSERT_EQ(a->connect(qa[q], b->address(), 6, {}, 5000ms), Status::ok);
-    ConnRequest* r = nullptr;
-    for (int i = 0; i < 5000 && !r; ++i) {
-      {
-        std::lock_guard g(mu);
-        if (!reqs.empty()) r = reqs.back(), reqs.clear();
-      }
-      if (!r) std::this_thread::sleep_for(1ms);
-    }
-    ASSERT_TRUE(r);
-    ASSERT_EQ(b->accept(r, qb[q], {}), Status::ok);
-    for (int i = 0; i < 5000 && a->qp_state(qa[q]) != QpState::rts; ++i) std::this_thread::sleep_for(1ms);
-    ASSERT_EQ(a->qp_state(qa[q]), QpState::rts);
-  }
-  std::this_thread::sleep_for(20ms);  // the last handshake's acks have gone
+  std::vector<Qp*> qa, qb;
+  ASSERT_NO_FATAL_FAILURE(connect_qps(*a, *b, pa, pb, acq, bcq, kQps, 64, 6, qa, qb));
   hold->set_holding(true);
   const std::uint32_t rkey = b->query_mr(md).stag;
   for (std::size_t q = 0; q < kQps; ++q)
@@ -1122,6 +1131,88 @@ TEST(TxBudgetOverUdp, ConnectionsTogetherKeepWithinHalfTheReceiveBuffer) {
     for (std::size_t w = 0; w < kWrites; ++w)
       EXPECT_EQ(dst[(q * kWrites + w) * kLen + kLen - 1], 0x30 + q) << "QP " << q << " Write " << w;
   }
+  for (std::size_t q = 0; q < kQps; ++q) {
+    a->destroy_qp(qa[q]);
+    b->destroy_qp(qb[q]);
+  }
+}
+
+// Counts what the device hands its netdev: bursts and the frames in them.
+class CountingNetdev final : public softrnic::testing::ForwardingNetdev {
+ public:
+  using ForwardingNetdev::ForwardingNetdev;
+  std::size_t tx_burst(std::span<const netdev::TxFrame> frames) override {
+    bursts++;
+    frames_sent += frames.size();
+    return inner_->tx_burst(frames);
+  }
+  std::atomic<std::uint64_t> bursts{0}, frames_sent{0};
+};
+
+TEST(TxBatching, RepostsOnManyIdleQpsLeaveTogether) {
+  // A stream over 8 QPs with one Write outstanding on each, reposting on each completion as a
+  // polling consumer does: each QP is idle when its Write is posted again, yet what is posted
+  // after one poll that took several completions leaves in one burst (the doorbell), and what a
+  // receive round sends for several QPs too. Without either, each Write is a burst of its own.
+  constexpr std::size_t kQps = 8, kTotal = 4000;
+  DeviceConfig ca;
+  ca.name = "batch_a";
+  ca.netdev.kind = "loopback";
+  ca.netdev.port = 9740;
+  std::string e;
+  auto inner = netdev::make_netdev(ca.netdev, e);
+  ASSERT_TRUE(inner) << e;
+  auto counting = std::make_unique<CountingNetdev>(std::move(inner));
+  CountingNetdev* cnt = counting.get();
+  auto a = Device::open(ca, std::move(counting));
+  ASSERT_TRUE(a);
+  DeviceConfig cb = ca;
+  cb.name = "batch_b";
+  cb.netdev.port = 9741;
+  auto b = Device::open(cb, e);
+  ASSERT_TRUE(b) << e;
+  Pd* pa = a->alloc_pd();
+  Pd* pb = b->alloc_pd();
+  Cq* acq = a->create_cq(256, nullptr);
+  Cq* bcq = b->create_cq(64, nullptr);
+  std::vector<std::uint8_t> src(64, 1), dst(64 * kQps, 0);
+  Mr *ms = nullptr, *md = nullptr;
+  ASSERT_EQ(a->reg_mr(pa, src.data(), src.size(), Access::local_read, ms), Status::ok);
+  ASSERT_EQ(b->reg_mr(pb, dst.data(), dst.size(), Access::remote_write, md), Status::ok);
+  std::vector<Qp*> qa, qb;
+  ASSERT_NO_FATAL_FAILURE(connect_qps(*a, *b, pa, pb, acq, bcq, kQps, 256, 7, qa, qb));
+  std::this_thread::sleep_for(20ms);
+  const Sge s{a->query_mr(ms).stag, reinterpret_cast<std::uintptr_t>(src.data()), 64};
+  const std::uint32_t rkey = b->query_mr(md).stag;
+  const auto post = [&](std::size_t q) {
+    return a->post_send(
+        qa[q], SendWr{q, SendOpcode::rdma_write, {&s, 1}, rkey, reinterpret_cast<std::uintptr_t>(dst.data()) + q * 64});
+  };
+  const std::uint64_t bursts0 = cnt->bursts, frames0 = cnt->frames_sent;
+  for (std::size_t q = 0; q < kQps; ++q) ASSERT_EQ(post(q), Status::ok);
+  std::size_t done = 0, posted = kQps;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (done < posted) {
+    Wc wc[16];
+    const std::size_t n = a->poll_cq(acq, wc);
+    if (n == 0) {
+      a->progress();
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << done << " of " << posted << " completed";
+      continue;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(wc[i].status, WcStatus::success);
+      ++done;
+      if (posted < kTotal) {
+        ASSERT_EQ(post(wc[i].wr_id), Status::ok);
+        ++posted;
+      }
+    }
+  }
+  const double bursts = static_cast<double>(cnt->bursts - bursts0);
+  const double frames = static_cast<double>(cnt->frames_sent - frames0);
+  EXPECT_GE(frames, static_cast<double>(kTotal));
+  EXPECT_GE(frames / bursts, 1.5) << frames << " frames in " << bursts << " bursts";
   for (std::size_t q = 0; q < kQps; ++q) {
     a->destroy_qp(qa[q]);
     b->destroy_qp(qb[q]);

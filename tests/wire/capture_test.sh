@@ -31,6 +31,11 @@ DAT_CONF=$BUILD_DIR/dat.conf
 [ -f "$DAT_CONF" ] || { echo "FAIL: $DAT_CONF not found (is $BUILD_DIR a softrnic build directory?)"; exit 1; }
 export DAT_OVERRIDE=$DAT_CONF
 export SOFTRNIC_STATS=1   # the provider prints its counters (retransmits, duplicates, ...) at IA close
+# UDP GSO off: on lo a GSO send is captured unsegmented, one packet holding a run of frames (on a
+# real link the kernel or the NIC cuts it at the segment size, which the capture does not show),
+# and each frame must be a packet of its own for the validator. The netdev's other keys are
+# dat.conf's for this provider.
+export SOFTRNIC_NETDEV="ip=127.0.0.1 port=5041 udp_gso=0"
 
 tmp=$(mktemp -d /tmp/softrnic_capture_test.XXXXXX)
 fail() { fail_with "$tmp" "$*" capture.err server.log client.log; }
