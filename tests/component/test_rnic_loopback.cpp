@@ -1103,9 +1103,17 @@ TEST(TxBudgetOverUdp, ConnectionsTogetherKeepWithinHalfTheReceiveBuffer) {
                                            reinterpret_cast<std::uintptr_t>(dst.data()) + (q * kWrites + w) * kLen}),
                 Status::ok);
     }
-  for (int i = 0; i < 50; ++i) {  // the engine sends what it may (posts may wait for its round)
+  // The engine sends what it may (posts may wait for its round): until nothing more comes for
+  // 50 ms (a slow machine, a sanitizer), at most 2 s.
+  std::size_t seen = 0;
+  for (auto quiet = std::chrono::steady_clock::now(), end = quiet + 2s;
+       std::chrono::steady_clock::now() < std::min(end, quiet + 50ms);) {
     a->progress();
     std::this_thread::sleep_for(1ms);
+    if (const std::size_t n = hold->held().size(); n != seen) {
+      seen = n;
+      quiet = std::chrono::steady_clock::now();
+    }
   }
   std::size_t held = 0;
   for (const auto& f : hold->held()) held += f.bytes.size();
