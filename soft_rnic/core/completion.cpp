@@ -5,6 +5,11 @@
 namespace softrnic {
 
 void push_wc(Cq* cq, const Wc& wc) {
+  // A send-queue completion (or a flushed one) gives memory back that frames batched for the
+  // wire may still read: they leave first. (Receive completions give back receive buffers,
+  // which nothing batched reads.)
+  if (wc.qp && wc.opcode != WcOpcode::recv && wc.opcode != WcOpcode::recv_rdma_imm && wc.qp->transport)
+    wc.qp->transport->drain_tx();
   {
     std::lock_guard lk(cq->mu);
     if (cq->q.size() >= cq->depth) cq->overflows++;

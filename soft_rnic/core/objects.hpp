@@ -223,6 +223,9 @@ class Transport {
   // Send queue: puts a work request on the wire (behind everything before it).
   virtual void issue(Qp& qp, const WaitingWr& w) = 0;
   virtual void kick(Qp& qp) = 0;  // transmit what the window allows
+  // Sends what it has batched, now: a completion is about to give the consumer back memory that
+  // batched frames still read (push_wc calls it before a send-queue completion).
+  virtual void drain_tx() {}
   // kick() for each of these QPs (the doorbell): a wire that sends in bursts sends them together.
   virtual void kick_all(std::span<Qp* const> qps) {
     for (Qp* q : qps) kick(*q);

@@ -20,10 +20,12 @@ class TxBudget {
   std::size_t limit() const { return limit_; }
   std::size_t in_flight() const { return total_; }
 
-  // Whether `qpn` may send `amount` more now.
-  bool allows(std::uint32_t qpn, std::size_t amount) const {
-    if (total_ == 0) return true;
-    if (total_ + amount > limit_) return false;
+  // Whether `qpn` may send `amount` more now (a unit larger than the whole budget counts as the
+  // whole budget: it goes when nothing else is in flight).
+  bool allows(std::uint32_t qpn, std::size_t amount) const { return total_ == 0 || fits(qpn, amount); }
+  // Whether `amount` more fits beside what is in flight, for `qpn` (no waiter ahead of it).
+  bool fits(std::uint32_t qpn, std::size_t amount) const {
+    if (total_ + std::min(amount, limit_) > limit_) return false;
     return waiters_.empty() || serving_ == qpn;
   }
   void charge(std::size_t amount) { total_ += amount; }
@@ -64,7 +66,7 @@ class TxBudget {
         waiters_.pop_front();
         continue;
       }
-      if (total_ + next(qpn) > limit_) break;  // not yet: the order holds
+      if (total_ != 0 && total_ + std::min<std::size_t>(next(qpn), limit_) > limit_) break;  // not yet: the order holds
       waiters_.pop_front();
       *waiting = false;
       serving_ = qpn;

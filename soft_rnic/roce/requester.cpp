@@ -88,7 +88,7 @@ void Roce::pump(Qp& qp) {
       ++it;
       continue;
     }
-    const Pos amount = r.kind == ReqKind::read ? r.first_psn + r.npkts - s.tx_psn : 1;
+    const Pos amount = budget_amount(r, s.tx_psn);
     if (!budget_.allows(qp.qpn, static_cast<std::size_t>(amount))) {
       budget_.wait(qp.qpn, s.budget_waiting);
       break;
@@ -96,7 +96,7 @@ void Roce::pump(Qp& qp) {
     // The last packet the window or the device's budget lets go asks for an ACK: the responder
     // acknowledges only what asks, and nothing more may go until an ACK comes (else the ACK
     // timeout would: after a timeout the window is 4 packets, below kPktsPerAck).
-    if (s.tx_psn + amount - s.una_psn >= s.cwnd || !budget_.allows(qp.qpn, static_cast<std::size_t>(amount) + 1))
+    if (s.tx_psn + amount - s.una_psn >= s.cwnd || !budget_.fits(qp.qpn, static_cast<std::size_t>(amount) + 1))
       s.since_ackreq = kPktsPerAck;
     // The ACK timeout runs from the last acknowledgement, or from now when nothing was in flight
     // (the QP may have waited for the budget long after its last ACK).
@@ -125,6 +125,12 @@ void Roce::recount(Qp& qp) {
   s.budget_charged = now;
 }
 
+// What transmitting at `psn` of `r` adds to the PSNs in flight: one packet, or a Read's whole
+// remaining response.
+Pos Roce::budget_amount(const ReqWqe& r, Pos psn) {
+  return r.kind == ReqKind::read ? r.first_psn + r.npkts - psn : 1;
+}
+
 // Serves the QPs waiting for the device's budget, first come first.
 void Roce::pump_waiters() {
   const auto qp_of = [&](std::uint32_t qpn) -> Qp* {
@@ -136,7 +142,13 @@ void Roce::pump_waiters() {
         Qp* q = qp_of(qpn);
         return q ? &st(*q).budget_waiting : nullptr;
       },
-      [&](std::uint32_t) { return std::size_t{1}; }, [&](std::uint32_t qpn) { pump(*qp_of(qpn)); });
+      [&](std::uint32_t qpn) {
+        const RoceQp& s = st(*qp_of(qpn));
+        const auto it = std::find_if(s.reqs.begin(), s.reqs.end(),
+                                     [&](const ReqWqe& r) { return !r.done && r.first_psn + r.npkts > s.tx_psn; });
+        return it == s.reqs.end() ? std::size_t{0} : static_cast<std::size_t>(budget_amount(*it, s.tx_psn));
+      },
+      [&](std::uint32_t qpn) { pump(*qp_of(qpn)); });
 }
 
 // Sends the packet at `psn` of `r` and moves tx_psn past it (past the whole response of a Read).

@@ -22,7 +22,7 @@ Rudp::Rudp(Ctx& ctx, netdev::Netdev& nd) : iwarp::Transport(ctx), ctx_(ctx), nd_
   // it is lost whole.
   window_bytes_ = std::max<std::size_t>(nd_.max_datagram(), std::min(ctx_.cfg.window_bytes, nd_.rx_buffer_bytes() / 4));
   // All QPs together: half the receive buffer (ours stands for the peers', set up alike).
-  budget_.set_limit(std::max<std::size_t>(window_bytes_, nd_.rx_buffer_bytes() / 2));
+  budget_.set_limit(std::max<std::size_t>(window_bytes_ + kFrameCharge, nd_.rx_buffer_bytes() / 2));
 }
 
 Rudp::~Rudp() {
@@ -79,17 +79,18 @@ void Rudp::destroy(Qp& qp) {
 }
 
 void Rudp::flush(Qp& qp) {
-  flush_tx();  // (the batch may read memory the flushed requests give back)
   Conn& c = conn(qp);
   iwarp::Rdmap::flush(c);
   c.backlog.clear();
   c.inflight.clear();
+  c.inflight_bytes = 0;
   leave_budget(qp);
 }
 
 void Rudp::leave_budget(Qp& qp) {
   Conn& c = conn(qp);
-  budget_.leave(qp.qpn, c.budget_waiting, c.inflight_bytes);
+  budget_.leave(qp.qpn, c.budget_waiting, c.budget_charged);
+  if (budget_.room()) nd_.wake();  // the waiters are served in the engine's next round
 }
 
 void Rudp::closed(Qp& qp) {

@@ -68,8 +68,9 @@ struct Conn final : iwarp::IwarpQp {
   Ring<SeqFrame> inflight;  // sent, not acknowledged
   Ring<SeqFrame> backlog;   // waiting for window
   std::size_t inflight_bytes = 0;
-  bool budget_waiting = false;  // its next frame waits for the device's budget (Rudp::budget_)
-  bool local_error = false;     // a payload region vanished during transmission
+  bool budget_waiting = false;     // its next frame waits for the device's budget (Rudp::budget_)
+  std::size_t budget_charged = 0;  // what its frames in flight count in that budget
+  bool local_error = false;        // a payload region vanished during transmission
   std::chrono::microseconds rto{0};
   double srtt_us = 0, rttvar_us = 0;  // RFC 6298 estimator; srtt 0 = no sample yet
   Clock::time_point rack_sent{};      // latest send time of a frame known delivered (RACK)
@@ -150,6 +151,7 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   Status reject(ConnRequest* req, std::span<const std::uint8_t> pd) override;
   Status disconnect(Qp& qp, bool graceful) override;
   void kick(Qp& qp) override { pump_tx(qp); }
+  void drain_tx() override { flush_tx(); }
   void kick_all(std::span<Qp* const> qps) override {
     const TxHold hold(*this);
     for (Qp* q : qps) pump_tx(*q);
@@ -279,7 +281,11 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
     if (tx_hold_ == 0) flush_tx();
   }
   std::size_t window_bytes_ = 0;
-  engine::TxBudget budget_;  // payload bytes all QPs together have in flight: half the receive buffer
+  // What all QPs together have in flight, in bytes of the peer's receive buffer (each frame its
+  // payload plus kFrameCharge: a datagram costs the socket buffer about that much more, so small
+  // frames count too): at most half our receive buffer.
+  engine::TxBudget budget_;
+  static constexpr std::size_t kFrameCharge = 1024;
   std::array<unsigned char, crypto_shorthash_KEYBYTES> cookie_key_{};
 };
 

@@ -137,7 +137,7 @@ void Rudp::pump_waiters() {
       },
       [&](std::uint32_t qpn) {
         Conn* c = conn_of(qpn);
-        return c->backlog.empty() ? std::size_t{0} : c->backlog.front().len;
+        return c->backlog.empty() ? std::size_t{0} : c->backlog.front().len + kFrameCharge;
       },
       [&](std::uint32_t qpn) { pump_tx(*ctx_.qps.find(qpn)->second); });
 }
@@ -147,14 +147,15 @@ void Rudp::pump_tx(Qp& qp) {
   bool sent = false;
   while (!c.backlog.empty() && c.inflight.size() < ctx_.cfg.window &&
          (c.inflight.empty() || c.inflight_bytes + c.backlog.front().len <= window_bytes_)) {
-    if (!budget_.allows(qp.qpn, c.backlog.front().len)) {
+    if (!budget_.allows(qp.qpn, c.backlog.front().len + kFrameCharge)) {
       budget_.wait(qp.qpn, c.budget_waiting);
       break;
     }
     SeqFrame& f = c.inflight.emplace_back(std::move(c.backlog.front()));
     c.backlog.pop_front();
     c.inflight_bytes += f.len;
-    budget_.charge(f.len);
+    budget_.charge(f.len + kFrameCharge);
+    c.budget_charged += f.len + kFrameCharge;
     f.sent = Clock::now();
     transmit(qp, f);
     sent = true;
@@ -573,16 +574,14 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
   if (!seq_lt(c.snd_una, ack)) return true;  // no new cumulative progress
   while (!c.inflight.empty() && seq_lt(c.inflight.front().seq, ack)) {
     c.inflight_bytes -= c.inflight.front().len;
-    budget_.release(c.inflight.front().len);
+    const std::size_t charge = std::min(c.inflight.front().len + kFrameCharge, c.budget_charged);
+    budget_.release(charge);
+    c.budget_charged -= charge;
     c.inflight.pop_front();
   }
   c.snd_una_pos += ack - c.snd_una;
   c.snd_una = ack;
-  // What the round has batched goes before anything completes: a frame in the batch reads the
-  // consumer's memory, which a completion gives back to the consumer (a resend of a frame whose
-  // original this ack covers would read a buffer already reused, or freed).
-  flush_tx();
-  rdmap_.acked(qp);
+  rdmap_.acked(qp);  // (its completions send the batch first: push_wc, drain_tx)
   if (qp.cm == CmPhase::disconnecting && qp.state == QpState::closing && seq_le(c.disc_seq, ack)) {
     close_qp(qp, CmEventType::disconnected, "");
     return true;

@@ -63,17 +63,44 @@ TEST(TxBudget, WaitersAreServedInTheOrderTheyCame) {
   h.serve();        // 1's 60, then 2's 30 (90); 3's 30 would make 120: stays first in line
   EXPECT_EQ(h.sent, (std::vector<std::uint32_t>{1, 1, 2}));
   EXPECT_TRUE(h.qps[3].waiting);
-  h.pump(4);  // a newcomer with room for nothing waits behind 3
+  h.qps[4].units = {10};
+  h.pump(4);  // a newcomer: 10 would fit (100 of 100), but 3 waits ahead of it
+  EXPECT_TRUE(h.qps[4].waiting);
+  EXPECT_EQ(h.sent.back(), 2u);
   h.b.release(90);
-  h.serve();
-  EXPECT_EQ(h.sent.back(), 3u);
+  h.serve();  // 3 first, then 4
+  EXPECT_EQ(h.sent, (std::vector<std::uint32_t>{1, 1, 2, 3, 4}));
   EXPECT_FALSE(h.qps[3].waiting);
+  EXPECT_FALSE(h.qps[4].waiting);
+}
+
+TEST(TxBudget, AUnitLargerThanTheBudgetGoesAloneInItsTurn) {
+  Harness h;
+  h.b.set_limit(100);
+  h.qps[1].units = {50};
+  h.qps[2].units = {500};  // (a RoCEv2 Read's whole response)
+  h.qps[3].units = {10};
+  h.pump(1);
+  h.pump(2);  // waits: it needs everything
+  h.pump(3);  // behind 2, although 10 would fit
+  EXPECT_EQ(h.sent, (std::vector<std::uint32_t>{1}));
+  h.serve();  // nothing freed: 2 stays first
+  EXPECT_EQ(h.sent.size(), 1u);
+  h.b.release(50);
+  h.serve();  // nothing in flight: 2 goes, alone; 3 waits for it
+  EXPECT_EQ(h.sent, (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_TRUE(h.qps[3].waiting);
 }
 
 TEST(TxBudget, NothingInFlightAlwaysAllowsOne) {
   TxBudget b;
   b.set_limit(10);
   EXPECT_TRUE(b.allows(7, 1000)) << "a unit larger than the whole budget still goes alone";
+  bool waiting = false;
+  b.wait(5, waiting);
+  EXPECT_TRUE(b.allows(7, 1)) << "nothing in flight: even with a waiter ahead";
+  EXPECT_FALSE(b.fits(7, 1)) << "fits() has no such exception: the waiter is ahead";
+  b.leave(5, waiting);
   b.charge(1000);
   EXPECT_FALSE(b.allows(7, 1));
   b.release(5000);  // more than was charged: clamps at zero

@@ -130,6 +130,11 @@ bool open_pair(const Options& o, std::size_t n, std::size_t depth, std::size_t m
           reqs.push_back(r);
         }) != Status::ok)
       return fail(err, "listen failed");
+    // (The callback names this scope's locals: listening ends with it, on every way out.)
+    struct StopListen {
+      Device& d;
+      ~StopListen() { d.stop_listen(9); }
+    } stop_listen{*p.b};
     // Connect in batches of at most 64 requests waiting, accepting them as they come.
     std::size_t connected = 0, accepted = 0;
     const auto deadline = Clock::now() + 120s;
@@ -150,7 +155,6 @@ bool open_pair(const Options& o, std::size_t n, std::size_t depth, std::size_t m
       if (got.empty()) std::this_thread::sleep_for(100us);
       if (Clock::now() > deadline) return fail(err, "connecting timed out at " + std::to_string(accepted));
     }
-    p.b->stop_listen(9);
   }
   const auto deadline = Clock::now() + 120s;
   for (std::size_t i = 0; i < n; ++i)
