@@ -51,6 +51,11 @@ inline std::unique_ptr<Device> open_roce_device(const std::string& ip, std::stri
   cfg.wire = Wire::roce;
   cfg.netdev.ip = ip;
   cfg.netdev.port = 4791;
+  // These tools connect through rdma_cm's IB CM as rping and friends do: their QPs keep Linux
+  // rdma_cm's local ACK timeout on RoCE (packet life time 18 + 1: 2.1 s, what our REQ announces,
+  // soft_rnic/roce/cm.cpp), not the device's 67 ms default. A peer that stalls for half a second
+  // (the referee guest under TCG did) then costs a retry, not the connection.
+  cfg.roce.timeout = 19;
   return Device::open(cfg, error);
 }
 
