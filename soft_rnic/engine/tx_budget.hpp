@@ -30,6 +30,15 @@ class TxBudget {
   }
   void charge(std::size_t amount) { total_ += amount; }
   void release(std::size_t amount) { total_ -= std::min(amount, total_); }
+  // A QP has `now` in flight: what it was counted for (`charged`) becomes that.
+  template <class N>
+  void track(N& charged, std::size_t now) {
+    if (now > charged)
+      charge(now - static_cast<std::size_t>(charged));
+    else
+      release(static_cast<std::size_t>(charged) - now);
+    charged = static_cast<N>(now);
+  }
 
   // `qpn` waits for room; `waiting` is its flag (set while it is in the queue).
   void wait(std::uint32_t qpn, bool& waiting) {

@@ -222,16 +222,17 @@ void Roce::on_timer(Qp& qp, Clock::time_point now) {
     go_back(qp, s.tx_psn);
     return;
   }
-  if (now >= s.progress_at + ack_timeout_ && s.tx_psn == s.una_psn && s.budget_waiting) {
-    s.progress_at = now;  // nothing is in flight: it waits for the device's budget, not for the peer
-  } else if (now >= s.progress_at + ack_timeout_) {
-    if (s.retry_left == 0) {
+  if (now >= s.progress_at + ack_timeout_) {
+    if (s.tx_psn == s.una_psn && s.budget_waiting) {
+      s.progress_at = now;  // nothing is in flight: it waits for the device's budget, not for the peer
+    } else if (s.retry_left == 0) {
       complete_error(qp, WcStatus::transport_error, "retry count exceeded: no acknowledgement from the peer");
       return;
+    } else {
+      s.retry_left--;
+      s.progress_at = now;
+      go_back(qp, s.una_psn, true);
     }
-    s.retry_left--;
-    s.progress_at = now;
-    go_back(qp, s.una_psn, true);
   }
   rearm(qp);
 }

@@ -78,9 +78,7 @@ void Roce::pump(Qp& qp) {
   RoceQp& s = st(qp);
   if (!s.connected || s.rnr_wait) return;
   bool sent = false;
-  // The request holding tx_psn: requests are in PSN order.
-  auto it =
-      std::find_if(s.reqs.begin(), s.reqs.end(), [&](const ReqWqe& r) { return r.first_psn + r.npkts > s.tx_psn; });
+  auto it = at_tx(s);
   while (it != s.reqs.end() && s.tx_psn < s.next_psn && s.tx_psn - s.una_psn < s.cwnd) {
     ReqWqe& r = *it;
     if (r.done) {  // acknowledged already (a go-back-N over a completed Read)
@@ -117,12 +115,12 @@ void Roce::pump(Qp& qp) {
 // Brings the device's budget up to date with what the QP has in flight (tx_psn - una_psn).
 void Roce::recount(Qp& qp) {
   RoceQp& s = st(qp);
-  const auto now = static_cast<std::uint32_t>(s.tx_psn - s.una_psn);
-  if (now > s.budget_charged)
-    budget_.charge(now - s.budget_charged);
-  else
-    budget_.release(s.budget_charged - now);
-  s.budget_charged = now;
+  budget_.track(s.budget_charged, static_cast<std::size_t>(s.tx_psn - s.una_psn));
+}
+
+// The request holding tx_psn (requests are in PSN order), or reqs.end().
+std::deque<ReqWqe>::iterator Roce::at_tx(RoceQp& s) {
+  return std::find_if(s.reqs.begin(), s.reqs.end(), [&](const ReqWqe& r) { return r.first_psn + r.npkts > s.tx_psn; });
 }
 
 // What transmitting at `psn` of `r` adds to the PSNs in flight: one packet, or a Read's whole
@@ -143,9 +141,8 @@ void Roce::pump_waiters() {
         return q ? &st(*q).budget_waiting : nullptr;
       },
       [&](std::uint32_t qpn) {
-        const RoceQp& s = st(*qp_of(qpn));
-        const auto it = std::find_if(s.reqs.begin(), s.reqs.end(),
-                                     [&](const ReqWqe& r) { return !r.done && r.first_psn + r.npkts > s.tx_psn; });
+        RoceQp& s = st(*qp_of(qpn));
+        const auto it = at_tx(s);
         return it == s.reqs.end() ? std::size_t{0} : static_cast<std::size_t>(budget_amount(*it, s.tx_psn));
       },
       [&](std::uint32_t qpn) { pump(*qp_of(qpn)); });

@@ -231,6 +231,7 @@ class Roce final : public Transport, public engine::Pollable {
   // requester.cpp
   void pump(Qp& qp);
   void recount(Qp& qp);
+  static std::deque<ReqWqe>::iterator at_tx(RoceQp& s);
   static Pos budget_amount(const ReqWqe& r, Pos psn);
   void pump_waiters();
   void leave_budget(Qp& qp);

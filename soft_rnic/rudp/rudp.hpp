@@ -286,6 +286,8 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   // frames count too): at most half our receive buffer.
   engine::TxBudget budget_;
   static constexpr std::size_t kFrameCharge = 1024;
+  static std::size_t frame_charge(std::size_t len) { return len + kFrameCharge; }
+  static std::size_t in_flight_charge(const Conn& c) { return c.inflight_bytes + kFrameCharge * c.inflight.size(); }
   std::array<unsigned char, crypto_shorthash_KEYBYTES> cookie_key_{};
 };
 

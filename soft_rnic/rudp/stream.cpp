@@ -137,7 +137,7 @@ void Rudp::pump_waiters() {
       },
       [&](std::uint32_t qpn) {
         Conn* c = conn_of(qpn);
-        return c->backlog.empty() ? std::size_t{0} : c->backlog.front().len + kFrameCharge;
+        return c->backlog.empty() ? std::size_t{0} : frame_charge(c->backlog.front().len);
       },
       [&](std::uint32_t qpn) { pump_tx(*ctx_.qps.find(qpn)->second); });
 }
@@ -147,15 +147,14 @@ void Rudp::pump_tx(Qp& qp) {
   bool sent = false;
   while (!c.backlog.empty() && c.inflight.size() < ctx_.cfg.window &&
          (c.inflight.empty() || c.inflight_bytes + c.backlog.front().len <= window_bytes_)) {
-    if (!budget_.allows(qp.qpn, c.backlog.front().len + kFrameCharge)) {
+    if (!budget_.allows(qp.qpn, frame_charge(c.backlog.front().len))) {
       budget_.wait(qp.qpn, c.budget_waiting);
       break;
     }
     SeqFrame& f = c.inflight.emplace_back(std::move(c.backlog.front()));
     c.backlog.pop_front();
     c.inflight_bytes += f.len;
-    budget_.charge(f.len + kFrameCharge);
-    c.budget_charged += f.len + kFrameCharge;
+    budget_.track(c.budget_charged, in_flight_charge(c));
     f.sent = Clock::now();
     transmit(qp, f);
     sent = true;
@@ -574,11 +573,9 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
   if (!seq_lt(c.snd_una, ack)) return true;  // no new cumulative progress
   while (!c.inflight.empty() && seq_lt(c.inflight.front().seq, ack)) {
     c.inflight_bytes -= c.inflight.front().len;
-    const std::size_t charge = std::min(c.inflight.front().len + kFrameCharge, c.budget_charged);
-    budget_.release(charge);
-    c.budget_charged -= charge;
     c.inflight.pop_front();
   }
+  budget_.track(c.budget_charged, in_flight_charge(c));
   c.snd_una_pos += ack - c.snd_una;
   c.snd_una = ack;
   rdmap_.acked(qp);  // (its completions send the batch first: push_wc, drain_tx)

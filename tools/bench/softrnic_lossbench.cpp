@@ -15,6 +15,7 @@
 
 #include "softrnic/netdev/netdev.hpp"
 #include "softrnic/rnic.hpp"
+#include "stats.hpp"
 
 using namespace softrnic;
 using namespace std::chrono_literals;
@@ -130,12 +131,6 @@ Result run_once(const std::string& netdev, const netdev::ImpairPlan& plan, std::
   return res;
 }
 
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size())))];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,12 +205,13 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "\r%60s\r", "");
     if (mbps.empty()) continue;
-    const double med = pct(mbps, 50);
+    const double med = bench::percentile(mbps, 50);
     if (std::string(p.name) == "none") base = med;
     std::printf("%-12s %10.0f %10.0f %10.0f %8.2fx %10.0f %10.0f %12.0f %8.0f %8.0f %9.0f %12.0f %12.0f\n", p.name, med,
                 *std::min_element(mbps.begin(), mbps.end()), *std::max_element(mbps.begin(), mbps.end()),
-                base > 0 ? med / base : 0.0, pct(lat, 50), pct(lat, 99), pct(rtx, 50), pct(rack, 50), pct(rto, 50),
-                pct(spur, 50), pct(dup, 50), pct(ooo, 50));
+                base > 0 ? med / base : 0.0, bench::percentile(lat, 50), bench::percentile(lat, 99),
+                bench::percentile(rtx, 50), bench::percentile(rack, 50), bench::percentile(rto, 50),
+                bench::percentile(spur, 50), bench::percentile(dup, 50), bench::percentile(ooo, 50));
   }
   std::printf(
       "(retransmits (by RACK: a later frame's delivery; by RTO: the timer), spurious (found so afterwards), "

@@ -24,6 +24,7 @@
 
 #include "softrnic/netdev/netdev.hpp"
 #include "softrnic/rnic.hpp"
+#include "stats.hpp"
 
 using namespace softrnic;
 using namespace std::chrono_literals;
@@ -210,13 +211,6 @@ std::pair<std::uint64_t, std::uint64_t> resend_kinds(Device& d, const std::vecto
   return {rack, spur};
 }
 
-double pct(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  const auto k = std::min(v.size() - 1, static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return v[k];
-}
-
 bool stream(Pair& p, std::size_t size, std::size_t depth, double seconds, Result& res, std::string& err) {
   const std::size_t n = p.qa.size();
   const std::uint32_t stag = p.a->query_mr(p.ms).stag, rkey = p.b->query_mr(p.md).stag;
@@ -267,8 +261,8 @@ bool stream(Pair& p, std::size_t size, std::size_t depth, double seconds, Result
   const double secs = std::chrono::duration<double>(last - t0).count();
   res.msgs = static_cast<double>(done) / secs;
   res.mbps = res.msgs * static_cast<double>(size) / 1e6;
-  res.lat_p50 = pct(lat, 50);
-  res.lat_p99 = pct(lat, 99);
+  res.lat_p50 = bench::percentile(lat, 50);
+  res.lat_p99 = bench::percentile(lat, 99);
   // (Every QP's first Writes complete, whatever the time: one with none was never served.)
   const std::size_t starved = static_cast<std::size_t>(std::count(per_qp.begin(), per_qp.end(), 0));
   if (starved > 0) return fail(err, std::to_string(starved) + " QPs completed no Write");
@@ -280,12 +274,6 @@ bool stream(Pair& p, std::size_t size, std::size_t depth, double seconds, Result
   res.spurious = k1.second - k0.second;
   res.rcvbuf_drops = udp_rcvbuf_errors() - drops0;
   return true;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // The process's resident memory now (VmRSS), MB.
@@ -372,17 +360,18 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "\r%40s\r", "");
   for (std::size_t si = 0; si < o.sizes.size(); ++si) {
-    const double base = median(cells[si][0].mbps);
+    const double base = bench::median(cells[si][0].mbps);
     for (std::size_t qi = 0; qi < o.qps.size(); ++qi) {
       Cell& c = cells[si][qi];
       if (c.mbps.empty()) continue;
-      const double m = median(c.mbps);
+      const double m = bench::median(c.mbps);
       std::printf(
           "%6zu %6zu %5zu %10.1f %8.1f %8.1f %8.2fx %10.3f %10.1f %9.1f %8.2f %8.2f %8.0f %8.0f %9.0f %6.0f %7ld\n",
           o.qps[qi], o.sizes[si], std::max<std::size_t>(1, o.window / o.qps[qi]), m,
           *std::min_element(c.mbps.begin(), c.mbps.end()), *std::max_element(c.mbps.begin(), c.mbps.end()),
-          base > 0 ? m / base : 0.0, median(c.msgs) / 1e6, median(c.p50), median(c.p99), median(c.fair),
-          median(c.setup), median(c.resends), median(c.rack), median(c.spurious), median(c.drops), cells[0][qi].rss);
+          base > 0 ? m / base : 0.0, bench::median(c.msgs) / 1e6, bench::median(c.p50), bench::median(c.p99),
+          bench::median(c.fair), bench::median(c.setup), bench::median(c.resends), bench::median(c.rack),
+          bench::median(c.spurious), bench::median(c.drops), cells[0][qi].rss);
     }
   }
   std::printf(
