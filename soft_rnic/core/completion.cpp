@@ -10,16 +10,32 @@ void push_wc(Cq* cq, const Wc& wc) {
   // which nothing batched reads.)
   if (wc.qp && wc.opcode != WcOpcode::recv && wc.opcode != WcOpcode::recv_rdma_imm && wc.qp->transport)
     wc.qp->transport->drain_tx();
-  {
-    std::lock_guard lk(cq->mu);
-    if (cq->q.size() >= cq->depth) cq->overflows++;
-    cq->q.push_back(wc);
-    cq->size.store(cq->q.size(), std::memory_order_release);
+  // (The device lock makes this the ring's one producer.)
+  if (cq->ring.size() >= cq->depth) cq->overflows++;
+  bool queued = false;
+  if (cq->spilled.load(std::memory_order_acquire)) {
+    std::lock_guard lk(cq->spill_mu);
+    if (cq->spilled.load(std::memory_order_relaxed)) {  // behind what waits there
+      cq->spill.push_back(wc);
+      queued = true;
+    }
+  }
+  if (!queued) {
+    if (Wc* slot = cq->ring.producer_slot()) {
+      *slot = wc;
+      cq->ring.publish();
+    } else {
+      std::lock_guard lk(cq->spill_mu);
+      cq->spill.push_back(wc);
+      cq->spilled.store(true, std::memory_order_release);
+    }
   }
   if (cq->notify) cq->notify();
 }
 
 void flush_qp(Qp& qp) {
+  rq_retire(qp, static_cast<std::uint32_t>(qp.rq.size()));
+  sq_retire(qp, static_cast<std::uint32_t>(qp.sq.size()));
   // Buffers taken from an SRQ go to this QP's receive EVD too; untaken entries had none.
   for (auto& r : qp.rq) {
     if (!r.allocated) continue;

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -28,6 +29,7 @@
 #include "sgl.hpp"
 #include "softrnic/ring.hpp"
 #include "softrnic/rnic.hpp"
+#include "spsc_ring.hpp"
 
 namespace softrnic {
 
@@ -38,13 +40,22 @@ inline constexpr std::uint32_t kNoWatermark = ~std::uint32_t{0};
 // How far ahead of the next MSN to complete an SRQ QP takes a message (a buffer each).
 inline constexpr std::size_t kMaxMsnAhead = 4096;
 
+// A completion queue. push_wc produces under the device lock; poll_cq consumes under poll_mu
+// alone, so a consumer that polls never waits for the engine, nor the engine for it
+// (spsc_ring.hpp's contract). What does not fit in the ring (a CQ the consumer let overflow) goes
+// to `spill`, in order after the ring's, and nothing is lost.
 struct Cq {
-  std::mutex mu;  // guards q (poll_cq runs without the device lock)
-  Ring<Wc> q;
-  std::atomic<std::size_t> size{0};  // q.size(), readable without mu: an empty poll takes no lock
+  explicit Cq(std::uint32_t d) : ring(d), depth(d) {}
+  SpscRing<Wc> ring;
+  std::mutex poll_mu;   // consumers: poll_cq, cq_count (never taken by the producer)
+  std::mutex spill_mu;  // guards spill; a leaf (taken under the device lock or poll_mu)
+  Ring<Wc> spill;       // completions behind a full ring
+  // !spill.empty(), readable without spill_mu; changed only under it. While set, push_wc appends
+  // to spill, never to the ring, so the consumer takes the ring's completions, then spill's.
+  std::atomic<bool> spilled{false};
   std::uint32_t depth = 0;
-  std::uint64_t overflows = 0;
-  std::uint32_t users = 0;  // QPs attached
+  std::uint64_t overflows = 0;  // pushes that found depth completions waiting (device lock)
+  std::uint32_t users = 0;      // QPs attached
   std::function<void()> notify;
 };
 
@@ -146,12 +157,27 @@ struct TransportQp {
   virtual ~TransportQp() = default;
 };
 
+// Work requests posted and not yet taken in by the device (device.cpp, "Posting"): each QP's
+// posters produce into these rings under its post lock; whoever holds the device lock consumes.
+struct PostedSend {
+  SendWr wr;  // wr.sgl: the first n of sges
+  boost::container::small_vector<Sge, 2> sges;
+  std::uint64_t total = 0;
+  Access sink_access = Access::local_write;
+};
+struct PostRings {
+  PostRings(std::size_t sends, std::size_t recvs) : send(sends), recv(recvs) {}
+  SpscRing<PostedSend> send;
+  SpscRing<RecvWqe> recv;
+};
+
 struct Qp {
   std::uint32_t qpn = 0;
   std::string who;  // "<device name> QP[<qpn>]": the prefix of its log lines
   QpInit init;
-  QpState state = QpState::idle;
-  CmPhase cm = CmPhase::none;
+  // Changed under the device lock; read by posts without it (atomic for that).
+  std::atomic<QpState> state{QpState::idle};
+  std::atomic<CmPhase> cm{CmPhase::none};
   NetAddr peer{};
   NetAddr local{};           // our end of the connection (the TCP port of an MPA stream; the UDP socket's)
   bool peer_hinted = false;  // the netdev was told of a connection to `peer` (peer_hint up)
@@ -175,6 +201,20 @@ struct Qp {
   bool soft_hw_armed = false;
 
   QpCounters ctr{};
+
+  // Posting without the device lock (device.cpp, "Posting").
+  std::mutex post_mu;  // this QP's posters (the producers of `posted`)
+  // Made at the first post, under post_mu (own_posted), published with release for whoever holds
+  // the device lock: the hand-off, and an arriving Send looking for its receive.
+  std::unique_ptr<PostRings> own_posted;
+  std::atomic<PostRings*> posted{nullptr};
+  std::atomic<bool> queued{false};  // on the device's list of QPs with posts to take in
+  Qp* next_queued = nullptr;        // that list's link
+  // sq's entries plus sends posted and not taken in (posts check max_send_wr against it); an
+  // entry leaves it before its completion is pushed, so a consumer that has the completion may
+  // post again at once. rq_used: the same for receives (a QP without an SRQ).
+  std::atomic<std::uint32_t> sq_used{0};
+  std::atomic<std::uint32_t> rq_used{0};
 };
 
 enum class ReqPhase : std::uint8_t { pending, accepted, rejected };
@@ -194,6 +234,9 @@ struct Ctx {
   Limits limits;
   SglPool sgl_pool;  // before every holder of an SglRef
   MrTable mrs;
+  // Posts check their regions without the device lock: under this, shared. Whatever changes mrs
+  // holds it exclusive, besides the device lock (under which the engine reads mrs as it is).
+  mutable std::shared_mutex mrs_mu;
   std::unordered_map<std::uint32_t, Qp*> qps;
   DeviceCounters ctr{};
   Clock::time_point rx_now{};  // when the current receive round received its frames

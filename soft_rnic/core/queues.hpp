@@ -48,7 +48,14 @@ std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::ui
                                     bool invalidate, Pos pos);
 // Whether a Send with this MSN finds a buffer (posted, or one the SRQ can give now). RoCE answers
 // an RNR NAK instead of placing when it does not.
-bool recv_buffer_ready(const Qp& qp, std::uint32_t msn);
+bool recv_buffer_ready(Qp& qp, std::uint32_t msn);
+// Receives posted and not yet taken in (Qp::posted) go onto rq (flushed if the connection has
+// closed since). Under the device lock: by its hand-off, and by a Send that finds no buffer (a
+// receive whose post returned before the Send arrived is there for it, as on a hardware RNIC).
+void take_posted_receives(Qp& qp);
+// One posted receive (its rq_used entry reserved) onto rq, or flushed if the connection has
+// closed since the post checked.
+void take_receive(Qp& qp, RecvWqe&& r);
 // RoCE: the receive of message `msn` carried immediate data; `rdma_len`: it was consumed by an
 // RDMA Write with Immediate of that many bytes (placed elsewhere). The message must be placed.
 void set_recv_imm(Qp& qp, std::uint32_t msn, std::uint32_t imm, std::optional<std::uint64_t> rdma_len);
@@ -83,6 +90,14 @@ std::optional<Fault> place_read_response(Ctx& ctx, Qp& qp, std::uint32_t stag, s
 bool complete_reads(Qp& qp, Pos delivered, Pos acked);
 
 // ---- completions ----
+// A send-queue (receive-queue) entry leaves the QP's count of used entries: before its completion
+// is pushed, so that a consumer that has the completion finds the entry free (Qp::sq_used).
+inline void sq_retire(Qp& qp, std::uint32_t n = 1) {
+  qp.sq_used.fetch_sub(n, std::memory_order_relaxed);
+}
+inline void rq_retire(Qp& qp, std::uint32_t n = 1) {
+  if (!qp.init.srq) qp.rq_used.fetch_sub(n, std::memory_order_relaxed);
+}
 void push_wc(Cq* cq, const Wc& wc);
 // Everything posted completes as flushed (SRQ buffers the QP took go to its receive CQ too).
 void flush_qp(Qp& qp);

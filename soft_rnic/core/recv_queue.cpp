@@ -113,7 +113,9 @@ std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::ui
       return Fault{Error::no_buffer, "the SRQ has no buffer for MSN " + std::to_string(msn)};
     }
   } else if (slot >= qp.rq.size()) {
-    return Fault{Error::no_buffer, "no receive buffer posted for MSN " + std::to_string(msn)};
+    take_posted_receives(qp);
+    if (qp.state != QpState::rts) return std::nullopt;  // broken already (the hard watermark)
+    if (slot >= qp.rq.size()) return Fault{Error::no_buffer, "no receive buffer posted for MSN " + std::to_string(msn)};
   }
   RecvWqe& r = qp.rq[slot];
   const std::uint64_t end = mo + payload.size();
@@ -138,12 +140,34 @@ std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::ui
   return std::nullopt;
 }
 
-bool recv_buffer_ready(const Qp& qp, std::uint32_t msn) {
+bool recv_buffer_ready(Qp& qp, std::uint32_t msn) {
   const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(msn - qp.recv_msn));
   if (idx < 0) return false;
   const auto slot = static_cast<std::size_t>(idx);
+  if (!qp.init.srq && slot >= qp.rq.size()) take_posted_receives(qp);
   const bool posted = slot < qp.rq.size() && qp.rq[slot].allocated;
   return posted || (qp.init.srq && slot < kMaxMsnAhead && !qp.init.srq->q.empty());
+}
+
+void take_posted_receives(Qp& qp) {
+  PostRings* r = qp.posted.load(std::memory_order_acquire);
+  if (!r) return;
+  auto& ring = r->recv;
+  while (RecvWqe* w = ring.consumer_slot()) {
+    take_receive(qp, std::move(*w));
+    ring.consume();
+  }
+}
+
+void take_receive(Qp& qp, RecvWqe&& r) {
+  if (qp.state != QpState::idle && qp.state != QpState::rts) {
+    rq_retire(qp);
+    push_wc(qp.init.recv_cq, Wc{r.wr_id, WcOpcode::recv, WcStatus::flushed, 0, &qp, qp.init.context});
+    return;
+  }
+  qp.rq.push_back(std::move(r));
+  qp.rq_allocated++;
+  check_watermarks(qp);
 }
 
 void set_recv_imm(Qp& qp, std::uint32_t msn, std::uint32_t imm, std::optional<std::uint64_t> rdma_len) {
@@ -158,17 +182,25 @@ void set_recv_imm(Qp& qp, std::uint32_t msn, std::uint32_t imm, std::optional<st
   }
 }
 
+namespace {
+bool invalidate(Ctx& ctx, std::uint32_t stag, const Pd* pd) {
+  std::lock_guard lk(ctx.mrs_mu);  // (posts read the table without the device lock)
+  return ctx.mrs.invalidate(stag, pd);
+}
+}  // namespace
+
 void complete_receives(Ctx& ctx, Qp& qp, Pos delivered) {
   while (!qp.rq.empty()) {
     const RecvWqe& f = qp.rq.front();
     if (!f.allocated || !f.done || !(f.last_pos < delivered)) break;
     // Send with Invalidate: the window goes before the receive completes.
-    if (f.inv_stag && !ctx.mrs.invalidate(f.inv_stag, qp.init.pd)) {
+    if (f.inv_stag && !invalidate(ctx, f.inv_stag, qp.init.pd)) {
       qp.transport->fatal(qp, Error::cannot_invalidate,
                           "Send with Invalidate names no bound window of this protection zone", f.last_pos);
       return;
     }
     srq_completed(f.srq);
+    rq_retire(qp);
     push_wc(qp.init.recv_cq,
             Wc{f.wr_id, f.rdma_imm ? WcOpcode::recv_rdma_imm : WcOpcode::recv, WcStatus::success,
                static_cast<std::uint32_t>(f.msg_len), &qp, qp.init.context, f.srq, f.inv_stag, f.with_imm, f.imm});

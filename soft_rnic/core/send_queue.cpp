@@ -68,6 +68,7 @@ void complete_sends(Qp& qp, Pos acked) {
   while (!qp.sq.empty()) {
     const SendWqe& s = qp.sq.front();
     if (!s.issued || (s.is_read ? !s.read_done : acked < s.end_pos)) break;
+    sq_retire(qp);
     if (s.signaled)
       push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::success, s.byte_len, &qp, qp.init.context});
     qp.sq.pop_front();

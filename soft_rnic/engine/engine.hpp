@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "device_lock.hpp"
 #include "softrnic/netdev/netdev.hpp"
 
 namespace softrnic::engine {
@@ -29,7 +30,7 @@ class Pollable {
 
 class Engine {
  public:
-  Engine(netdev::Waitable& nd, std::mutex& mu, bool busy_poll) : nd_(nd), mu_(mu), busy_poll_(busy_poll) {}
+  Engine(netdev::Waitable& nd, DeviceLock& mu, bool busy_poll) : nd_(nd), mu_(mu), busy_poll_(busy_poll) {}
   ~Engine() { stop(); }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -66,7 +67,7 @@ class Engine {
   }
 
   netdev::Waitable& nd_;
-  std::mutex& mu_;
+  DeviceLock& mu_;
   const bool busy_poll_;
   Pollable* p_ = nullptr;
   std::atomic<bool> stop_{false};

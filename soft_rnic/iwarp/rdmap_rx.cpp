@@ -61,6 +61,7 @@ void Rdmap::on_segment(Qp& qp, std::span<const std::uint8_t> body, Pos pos) {
       // nothing from the offending segment on) completes in error; the rest are flushed.
       if (!qp.sq.empty()) {
         const SendWqe& f = qp.sq.front();
+        sq_retire(qp);
         push_wc(qp.init.send_cq, Wc{f.wr_id, f.opcode, status, 0, &qp, qp.init.context});
         qp.sq.pop_front();
       }

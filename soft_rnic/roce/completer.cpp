@@ -194,6 +194,7 @@ void Roce::complete_error(Qp& qp, WcStatus status, std::string reason) {
   complete_sends(qp, st(qp).una_psn);
   if (!qp.sq.empty()) {
     const SendWqe& f = qp.sq.front();
+    sq_retire(qp);
     push_wc(qp.init.send_cq, Wc{f.wr_id, f.opcode, status, 0, &qp, qp.init.context});
     qp.sq.pop_front();
   }

@@ -86,7 +86,7 @@ class Channel final : public CompletionChannel {
   engine::CompletionChannel ch_;
 };
 
-class DeviceImpl final : public Device, public engine::Pollable {
+class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceLock::Drain {
  public:
   DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd) : ctx_(cfg, Limits{}), dnd_(std::move(nd)) {
     if (sodium_init() < 0) std::abort();  // no randomness source: nothing here can be made safe
@@ -130,6 +130,7 @@ class DeviceImpl final : public Device, public engine::Pollable {
     for (auto& [n, qp] : ctx_.qps) delete qp;
     ctx_.qps.clear();
     transport_.reset();
+    std::lock_guard ml(ctx_.mrs_mu);
     ctx_.mrs.clear();
     for (Cq* cq : cqs_) delete cq;
     for (Srq* srq : srqs_) delete srq;
@@ -173,15 +174,18 @@ class DeviceImpl final : public Device, public engine::Pollable {
     }
     std::lock_guard lk(mu_);
     if (length > ctx_.limits.max_mr_size) return Status::length_error;
+    std::lock_guard ml(ctx_.mrs_mu);
     return ctx_.mrs.reg(pd, reinterpret_cast<std::uintptr_t>(addr), length, access, out);
   }
   Status dereg_mr(Mr* mr) override {
     std::lock_guard lk(mu_);
+    std::lock_guard ml(ctx_.mrs_mu);
     return mr ? ctx_.mrs.dereg(mr) : Status::invalid_param;
   }
   Status alloc_mw(Pd* pd, Mr*& out) override {
     std::lock_guard lk(mu_);
     if (!pd || !pd_set_.count(pd)) return Status::invalid_param;
+    std::lock_guard ml(ctx_.mrs_mu);
     return ctx_.mrs.alloc_window(pd, out);
   }
 
@@ -190,8 +194,16 @@ class DeviceImpl final : public Device, public engine::Pollable {
     std::lock_guard lk(mu_);
     if (qp->state != QpState::rts || qp->cm != CmPhase::connected) return Status::invalid_state;
     if (mw->pd != qp->init.pd) return Status::protection_violation;
-    if (qp->sq.size() >= qp->init.max_send_wr) return Status::insufficient_resources;
-    if (const Status s = ctx_.mrs.bind_window(mw, mr, addr, length, access); s != Status::ok) return s;
+    if (!reserve(qp->sq_used, qp->init.max_send_wr)) return Status::insufficient_resources;
+    Status s;
+    {
+      std::lock_guard ml(ctx_.mrs_mu);
+      s = ctx_.mrs.bind_window(mw, mr, addr, length, access);
+    }
+    if (s != Status::ok) {
+      sq_retire(*qp);
+      return s;
+    }
     qp->sq.push_back(SendWqe{wr_id, WcOpcode::bind, signaled, qp->transport->tx_pos(*qp), 0, SglRef{}});
     complete_sends(*qp, qp->transport->acked_pos(*qp));
     return Status::ok;
@@ -202,8 +214,7 @@ class DeviceImpl final : public Device, public engine::Pollable {
   // ---- CQ ----
   Cq* create_cq(std::uint32_t depth, std::function<void()> notify) override {
     if (depth == 0 || depth > ctx_.limits.max_cqe) return nullptr;
-    auto* cq = new Cq;
-    cq->depth = depth;
+    auto* cq = new Cq(depth);
     cq->notify = std::move(notify);
     std::lock_guard lk(mu_);
     cqs_.insert(cq);
@@ -218,25 +229,39 @@ class DeviceImpl final : public Device, public engine::Pollable {
     return Status::ok;
   }
   std::size_t poll_cq(Cq* cq, std::span<Wc> out) override {
-    // A consumer that spins polls an empty CQ most of the time: no lock for that. A completion
-    // pushed concurrently is seen on the next poll (size is stored after the push, under mu).
-    if (cq->size.load(std::memory_order_acquire) == 0) return 0;
-    std::lock_guard lk(cq->mu);
+    // Without the device lock: the engine pushes while a consumer polls (Cq, spsc_ring.hpp). A
+    // consumer that spins polls an empty CQ most of the time: no lock at all for that.
+    if (cq_empty(cq)) return 0;
+    std::lock_guard lk(cq->poll_mu);
     std::size_t n = 0;
-    while (n < out.size() && !cq->q.empty()) {
-      out[n++] = cq->q.front();
-      cq->q.pop_front();
+    while (n < out.size()) {
+      if (const Wc* w = cq->ring.consumer_slot()) {
+        out[n++] = *w;
+        cq->ring.consume();
+        continue;
+      }
+      if (!cq->spilled.load(std::memory_order_acquire)) break;
+      std::lock_guard sl(cq->spill_mu);
+      // (The ring may have had more pushed before the spill began: those come first.)
+      if (cq->ring.consumer_slot()) continue;
+      while (n < out.size() && !cq->spill.empty()) {
+        out[n++] = cq->spill.front();
+        cq->spill.pop_front();
+      }
+      if (cq->spill.empty()) cq->spilled.store(false, std::memory_order_release);
     }
-    cq->size.store(cq->q.size(), std::memory_order_release);
     // (A consumer that took several completions at once is likely to post several: doorbell())
-    took_several_.store(n > 1 || !cq->q.empty(), std::memory_order_relaxed);
+    took_several_.store(n > 1 || !cq_empty(cq), std::memory_order_relaxed);
     idle_posts_.store(0, std::memory_order_relaxed);
     return n;
   }
-  bool cq_empty(const Cq* cq) const override { return cq->size.load(std::memory_order_acquire) == 0; }
+  bool cq_empty(const Cq* cq) const override {
+    return cq->ring.empty() && !cq->spilled.load(std::memory_order_acquire);
+  }
   std::size_t cq_count(Cq* cq) override {
-    std::lock_guard lk(cq->mu);
-    return cq->q.size();
+    std::lock_guard lk(cq->poll_mu);
+    std::lock_guard sl(cq->spill_mu);
+    return cq->ring.size() + cq->spill.size();
   }
 
   // ---- QP ----
@@ -373,85 +398,64 @@ class DeviceImpl final : public Device, public engine::Pollable {
   }
 
   // ---- Data path ----
+  // Posting: a post never waits for the device lock. When the lock is free (the usual case of a
+  // consumer that drives the engine itself) the post takes it and the request goes onto sq or rq
+  // at once (take_send, take_receive), on the wire if it may. When another thread holds it (the
+  // progress engine in its round, another consumer, any verb), the post checks what it can
+  // without it (the QP's state; its regions under the MR table's shared lock; the queue's room),
+  // leaves the request on the QP's post ring and hands it to the lock (device_lock.hpp): the
+  // holder takes it in when it lets go, and an arriving Send takes posted receives in itself.
   Status post_recv(Qp* qp, const RecvWr& wr) override {
-    std::lock_guard lk(mu_);
     if (qp->init.srq) return Status::invalid_state;  // its receives come from the SRQ
-    if (qp->state != QpState::idle && qp->state != QpState::rts) return Status::invalid_state;
+    const QpState st = qp->state.load();
+    if (st != QpState::idle && st != QpState::rts) return Status::invalid_state;
     if (wr.sgl.size() > qp->init.max_sge) return Status::invalid_param;
-    if (qp->rq.size() >= qp->init.max_recv_wr) return Status::insufficient_resources;
     RecvWqe r;
-    if (const Status st = make_recv(ctx_, qp->init.pd, wr, r); st != Status::ok) return st;
-    qp->rq.push_back(std::move(r));
-    qp->rq_allocated++;
-    check_watermarks(*qp);
+    std::unique_lock lk(mu_, std::try_to_lock);
+    {
+      std::shared_lock<std::shared_mutex> ml;  // (the device lock keeps the MR table as it is)
+      if (!lk.owns_lock()) ml = std::shared_lock(ctx_.mrs_mu);
+      if (const Status e = make_recv(ctx_, qp->init.pd, wr, r); e != Status::ok) return e;
+    }
+    if (!reserve(qp->rq_used, qp->init.max_recv_wr)) return Status::insufficient_resources;
+    if (lk.owns_lock()) {
+      take_receive(*qp, std::move(r));
+      return Status::ok;
+    }
+    {
+      std::lock_guard pl(qp->post_mu);
+      *post_slot(*qp, &PostRings::recv) = std::move(r);
+      qp->own_posted->recv.publish();
+    }
+    queue_posts(*qp);
     return Status::ok;
   }
 
   Status post_send(Qp* qp, const SendWr& wr) override {
-    std::lock_guard lk(mu_);
-    if (qp->state != QpState::rts || qp->cm != CmPhase::connected) return Status::invalid_state;
-    if (wr.sgl.size() > qp->init.max_sge) return Status::invalid_param;
-    if (qp->sq.size() >= qp->init.max_send_wr) return Status::insufficient_resources;
-    std::uint64_t total = 0;
-    for (const Sge& s : wr.sgl) {
-      if (s.length == 0) continue;
-      // (a window, the sink of a read into an RMR, serves remote access only)
-      if (ctx_.mrs.check(s.lkey, qp->init.pd, s.addr, s.length,
-                         wr.sink_is_window ? Access::remote_write : Access::none) != MrCheck::ok)
-        return Status::protection_violation;
-      total += s.length;
+    if (qp->state.load() != QpState::rts || qp->cm.load() != CmPhase::connected) return Status::invalid_state;
+    std::unique_lock lk(mu_, std::try_to_lock);
+    PostedSend p;  // (what the checks find: the total, the sink's access)
+    {
+      std::shared_lock<std::shared_mutex> ml;  // (the device lock keeps the MR table as it is)
+      if (!lk.owns_lock()) ml = std::shared_lock(ctx_.mrs_mu);
+      if (const Status e = check_send(*qp, wr, p.total, p.sink_access); e != Status::ok) return e;
     }
-    if (total > ctx_.limits.max_msg_size) return Status::length_error;
-    const bool atomic = wr.opcode == SendOpcode::cmp_swap || wr.opcode == SendOpcode::fetch_add;
-    if ((atomic || wr.opcode == SendOpcode::send_imm || wr.opcode == SendOpcode::rdma_write_imm) &&
-        ctx_.cfg.wire != Wire::roce)
-      return Status::invalid_param;  // iWARP has no immediate data and no atomics
-    if (atomic) {
-      // One 8-byte sink for the value found; the target 8 bytes aligned (IBTA o9-21).
-      if (wr.sgl.size() != 1 || wr.sgl[0].length != 8 || wr.sink_is_window) return Status::length_error;
-      if (wr.remote_addr % 8 != 0) return Status::invalid_param;
-      if (ctx_.mrs.check(wr.sgl[0].lkey, qp->init.pd, wr.sgl[0].addr, 8, Access::local_write) != MrCheck::ok)
-        return Status::protection_violation;
-      if (qp->ord == 0) return Status::insufficient_resources;
+    if (!reserve(qp->sq_used, qp->init.max_send_wr)) return Status::insufficient_resources;
+    if (lk.owns_lock()) {
+      take_send(*qp, wr, p.total, p.sink_access);
+      return Status::ok;
     }
-    const bool read = wr.opcode == SendOpcode::rdma_read;
-    const Access sink_access = wr.sink_is_window ? Access::remote_write : Access::local_write;
-    if (read) {
-      if (wr.sink_is_window && wr.sgl.size() > 1) return Status::invalid_param;
-      if (qp->ord == 0) return Status::insufficient_resources;  // the peer takes no RDMA Read at all
-      // The sink (one SGE, or a scatter list under an internal STag) must take local writes.
-      for (const Sge& g : wr.sgl)
-        if (g.length && ctx_.mrs.check(g.lkey, qp->init.pd, g.addr, g.length, sink_access) != MrCheck::ok)
-          return Status::protection_violation;
-    } else if (wr.sink_is_window) {
-      return Status::invalid_param;
+    {
+      std::lock_guard pl(qp->post_mu);
+      PostedSend& slot = *post_slot(*qp, &PostRings::send);
+      slot.wr = wr;
+      slot.sges.assign(wr.sgl.begin(), wr.sgl.end());
+      slot.wr.sgl = {slot.sges.data(), slot.sges.size()};
+      slot.total = p.total;
+      slot.sink_access = p.sink_access;
+      qp->own_posted->send.publish();
     }
-    const WcOpcode wc_op = read                                      ? WcOpcode::rdma_read
-                           : wr.opcode == SendOpcode::rdma_write     ? WcOpcode::rdma_write
-                           : wr.opcode == SendOpcode::rdma_write_imm ? WcOpcode::rdma_write_imm
-                           : wr.opcode == SendOpcode::cmp_swap       ? WcOpcode::cmp_swap
-                           : wr.opcode == SendOpcode::fetch_add      ? WcOpcode::fetch_add
-                                                                     : WcOpcode::send;
-    SendWqe& wqe = qp->sq.emplace_back(SendWqe{wr.wr_id, wc_op, wr.signaled, 0, static_cast<std::uint32_t>(total),
-                                               SglRef{}, is_read_like(wr.opcode), false, false});
-    WaitingWr w{wr.opcode,
-                ctx_.sgl_pool.make(wr.sgl),
-                wr.rkey,
-                wr.remote_addr,
-                wr.invalidate_stag,
-                total,
-                wr.fence,
-                sink_access,
-                &wqe,
-                wr.imm,
-                wr.compare_add,
-                wr.swap};
-    if (qp->sq_wait.empty() && can_issue(*qp, w)) {
-      qp->transport->issue(*qp, w);
-      doorbell(*qp);
-    } else {
-      qp->sq_wait.push_back(std::move(w));  // issued when the reads ahead of it complete
-    }
+    queue_posts(*qp);
     return Status::ok;
   }
 
@@ -587,10 +591,157 @@ class DeviceImpl final : public Device, public engine::Pollable {
     return pollable_->poll(now);
   }
   std::chrono::microseconds next_wait() override {
-    return doorbell_.empty() ? pollable_->next_wait() : std::chrono::microseconds(0);
+    return doorbell_.empty() && !mu_.pending() ? pollable_->next_wait() : std::chrono::microseconds(0);
   }
 
  private:
+  // One more entry in use of a queue of `max` (sq_used, rq_used), unless it is full. (Posts to
+  // one QP from several threads, and bind_mw, may race here: a compare-and-swap each.)
+  static bool reserve(std::atomic<std::uint32_t>& used, std::uint32_t max) {
+    std::uint32_t u = used.load(std::memory_order_relaxed);
+    do {
+      if (u >= max) return false;
+    } while (!used.compare_exchange_weak(u, u + 1, std::memory_order_relaxed));
+    return true;
+  }
+
+  // Under the QP's post lock: the next free slot of one of its post rings. A full ring (the
+  // device lock's holder has not taken 64 posts in yet) is taken in here, under the device lock.
+  template <class T>
+  T* post_slot(Qp& qp, SpscRing<T> PostRings::*ring) {
+    if (!qp.own_posted) {
+      const auto cap = [](std::uint32_t n) { return std::clamp<std::size_t>(n, 2, kPostRing); };
+      qp.own_posted = std::make_unique<PostRings>(cap(qp.init.max_send_wr), cap(qp.init.max_recv_wr));
+      qp.posted.store(qp.own_posted.get(), std::memory_order_release);
+    }
+    for (;;) {
+      if (T* slot = ((*qp.own_posted).*ring).producer_slot()) return slot;
+      std::lock_guard lk(mu_);  // (nothing that holds the device lock waits for a post lock)
+      take_posts(qp);
+    }
+  }
+
+  // The QP has posts on its rings: onto the device's list (once), and handed to the device lock.
+  void queue_posts(Qp& qp) {
+    if (!qp.queued.exchange(true, std::memory_order_acq_rel)) {
+      Qp* head = queued_.load(std::memory_order_relaxed);
+      do {
+        qp.next_queued = head;
+      } while (!queued_.compare_exchange_weak(head, &qp, std::memory_order_release, std::memory_order_relaxed));
+    }
+    mu_.posted();
+  }
+
+  // engine::DeviceLock::Drain, under the device lock: every queued QP's posts, in the order the
+  // QPs were queued.
+  void take_posts() override {
+    Qp* q = queued_.exchange(nullptr, std::memory_order_acquire);
+    Qp* in_order = nullptr;
+    while (q) {
+      Qp* next = q->next_queued;
+      q->next_queued = in_order;
+      in_order = q;
+      q = next;
+    }
+    while (in_order) {
+      Qp* qp = in_order;
+      in_order = qp->next_queued;  // (read before queued is cleared: a post may link it again)
+      // Acquire: the posts before the one that queued it (or found it queued) are visible.
+      qp->queued.exchange(false, std::memory_order_acq_rel);
+      take_posts(*qp);
+    }
+  }
+  // One QP's posts: its receives first (a reply to one of its sends may need them).
+  void take_posts(Qp& qp) {
+    PostRings* r = qp.posted.load(std::memory_order_acquire);
+    if (!r) return;
+    take_posted_receives(qp);
+    auto& sends = r->send;
+    while (PostedSend* p = sends.consumer_slot()) {
+      take_send(qp, p->wr, p->total, p->sink_access);
+      sends.consume();
+    }
+  }
+
+  // What post_send checks of a request, with the MR table held still (by the device lock or its
+  // shared lock): its regions, its length, what its opcode needs. `total`: its length;
+  // `sink_access`: what an RDMA Read's sink must grant.
+  Status check_send(const Qp& qp, const SendWr& wr, std::uint64_t& total, Access& sink_access) const {
+    // (qp.ord is set before cm becomes connected, and not changed while it is.)
+    if (wr.sgl.size() > qp.init.max_sge) return Status::invalid_param;
+    const bool atomic = wr.opcode == SendOpcode::cmp_swap || wr.opcode == SendOpcode::fetch_add;
+    if ((atomic || wr.opcode == SendOpcode::send_imm || wr.opcode == SendOpcode::rdma_write_imm) &&
+        ctx_.cfg.wire != Wire::roce)
+      return Status::invalid_param;  // iWARP has no immediate data and no atomics
+    total = 0;
+    for (const Sge& g : wr.sgl) {
+      if (g.length == 0) continue;
+      // (a window, the sink of a read into an RMR, serves remote access only)
+      if (ctx_.mrs.check(g.lkey, qp.init.pd, g.addr, g.length,
+                         wr.sink_is_window ? Access::remote_write : Access::none) != MrCheck::ok)
+        return Status::protection_violation;
+      total += g.length;
+    }
+    if (total > ctx_.limits.max_msg_size) return Status::length_error;
+    if (atomic) {
+      // One 8-byte sink for the value found; the target 8 bytes aligned (IBTA o9-21).
+      if (wr.sgl.size() != 1 || wr.sgl[0].length != 8 || wr.sink_is_window) return Status::length_error;
+      if (wr.remote_addr % 8 != 0) return Status::invalid_param;
+      if (ctx_.mrs.check(wr.sgl[0].lkey, qp.init.pd, wr.sgl[0].addr, 8, Access::local_write) != MrCheck::ok)
+        return Status::protection_violation;
+      if (qp.ord == 0) return Status::insufficient_resources;
+    }
+    sink_access = wr.sink_is_window ? Access::remote_write : Access::local_write;
+    if (wr.opcode == SendOpcode::rdma_read) {
+      if (wr.sink_is_window && wr.sgl.size() > 1) return Status::invalid_param;
+      if (qp.ord == 0) return Status::insufficient_resources;  // the peer takes no RDMA Read at all
+      // The sink (one SGE, or a scatter list under an internal STag) must take local writes.
+      for (const Sge& g : wr.sgl)
+        if (g.length && ctx_.mrs.check(g.lkey, qp.init.pd, g.addr, g.length, sink_access) != MrCheck::ok)
+          return Status::protection_violation;
+    } else if (wr.sink_is_window) {
+      return Status::invalid_param;
+    }
+    return Status::ok;
+  }
+
+  // A checked request onto sq (its sq_used entry reserved), on the wire if it may go now.
+  void take_send(Qp& qp, const SendWr& wr, std::uint64_t total, Access sink_access) {
+    const bool read = wr.opcode == SendOpcode::rdma_read;
+    const WcOpcode wc_op = read                                      ? WcOpcode::rdma_read
+                           : wr.opcode == SendOpcode::rdma_write     ? WcOpcode::rdma_write
+                           : wr.opcode == SendOpcode::rdma_write_imm ? WcOpcode::rdma_write_imm
+                           : wr.opcode == SendOpcode::cmp_swap       ? WcOpcode::cmp_swap
+                           : wr.opcode == SendOpcode::fetch_add      ? WcOpcode::fetch_add
+                                                                     : WcOpcode::send;
+    if (qp.state != QpState::rts || qp.cm != CmPhase::connected) {
+      // The connection closed after the post checked: flushed, as what was on sq then.
+      sq_retire(qp);
+      push_wc(qp.init.send_cq, Wc{wr.wr_id, wc_op, WcStatus::flushed, 0, &qp, qp.init.context});
+      return;
+    }
+    SendWqe& wqe = qp.sq.emplace_back(SendWqe{wr.wr_id, wc_op, wr.signaled, 0, static_cast<std::uint32_t>(total),
+                                              SglRef{}, is_read_like(wr.opcode), false, false});
+    WaitingWr w{wr.opcode,
+                ctx_.sgl_pool.make(wr.sgl),
+                wr.rkey,
+                wr.remote_addr,
+                wr.invalidate_stag,
+                total,
+                wr.fence,
+                sink_access,
+                &wqe,
+                wr.imm,
+                wr.compare_add,
+                wr.swap};
+    if (qp.sq_wait.empty() && can_issue(qp, w)) {
+      qp.transport->issue(qp, w);
+      doorbell(qp);
+    } else {
+      qp.sq_wait.push_back(std::move(w));  // issued when the reads ahead of it complete
+    }
+  }
+
   // A post's frames go out at once, unless a consumer drives the engine: then they wait for its
   // next round (a consumer that polls comes back within microseconds; one that waits rings the
   // doorbell before it blocks, as next_wait() is 0 then), so a run of posts made between two
@@ -636,6 +787,7 @@ class DeviceImpl final : public Device, public engine::Pollable {
 
   template <class T>
   void start(std::unique_ptr<T> t, netdev::Waitable& w) {
+    mu_.set_drain(this);
     pollable_ = t.get();
     transport_ = std::move(t);
     waitable_ = &w;
@@ -655,7 +807,8 @@ class DeviceImpl final : public Device, public engine::Pollable {
   }
 
   Ctx ctx_;
-  mutable std::mutex mu_;
+  mutable engine::DeviceLock mu_;              // takes posts in (take_posts) when taken and let go
+  std::atomic<Qp*> queued_{nullptr};           // QPs with posts to take in: a stack linked by Qp::next_queued
   std::unique_ptr<netdev::Netdev> dnd_;        // the datagram netdev (wire udp), or
   std::unique_ptr<netdev::StreamNetdev> snd_;  // the stream netdev (wire tcp)
   std::unique_ptr<Transport> transport_;
@@ -664,7 +817,8 @@ class DeviceImpl final : public Device, public engine::Pollable {
   netdev::Waitable* waitable_ = nullptr;
   std::unique_ptr<engine::Engine> engine_;
   static constexpr std::uint32_t kDoorbellPosts = 32;
-  std::vector<Qp*> doorbell_;  // QPs whose posts wait for the doorbell
+  static constexpr std::size_t kPostRing = 64;  // the most posts a QP's ring holds before they are taken in
+  std::vector<Qp*> doorbell_;                   // QPs whose posts wait for the doorbell
   // The last poll_cq that took anything took (or left) more than one; posts to idle QPs since.
   std::atomic<bool> took_several_{false};
   std::atomic<std::uint32_t> idle_posts_{0};

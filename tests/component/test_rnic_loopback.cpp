@@ -16,6 +16,7 @@
 
 using namespace softrnic;
 using namespace std::chrono_literals;
+using softrnic::testing::connect_qps;
 using softrnic::testing::poll_one;
 using softrnic::testing::Sink;
 
@@ -1017,51 +1018,6 @@ TEST(Doorbell, WithoutBatchingEachPostTransmitsAtOnce) {
   }
   ASSERT_EQ(dev->destroy_qp(qp), Status::ok);
   dev.reset();
-}
-
-// n QPs on a (sends on acq), each connected to one on b (b accepts on `qual`), all in RTS.
-void connect_qps(Device& a, Device& b, Pd* pa, Pd* pb, Cq* acq, Cq* bcq, std::size_t n, std::uint32_t max_send_wr,
-                 std::uint64_t qual, std::vector<Qp*>& qa, std::vector<Qp*>& qb) {
-  std::mutex mu;
-  std::vector<ConnRequest*> reqs;
-  ASSERT_EQ(b.listen(qual,
-                     [&](ConnRequest* r, const ConnRequestInfo&) {
-                       std::lock_guard g(mu);
-                       reqs.push_back(r);
-                     }),
-            Status::ok);
-  // (The callback names this function's locals: listening ends with it, on every way out.)
-  struct StopListen {
-    Device& d;
-    std::uint64_t qual;
-    ~StopListen() { d.stop_listen(qual); }
-  } stop_listen{b, qual};
-  qa.resize(n);
-  qb.resize(n);
-  for (std::size_t q = 0; q < n; ++q) {
-    QpInit in;
-    in.pd = pa;
-    in.send_cq = in.recv_cq = acq;
-    in.max_send_wr = max_send_wr;
-    ASSERT_EQ(a.create_qp(in, qa[q]), Status::ok);
-    in.pd = pb;
-    in.send_cq = in.recv_cq = bcq;
-    ASSERT_EQ(b.create_qp(in, qb[q]), Status::ok);
-    ASSERT_EQ(a.connect(qa[q], b.address(), qual, {}, 5000ms), Status::ok);
-    ConnRequest* r = nullptr;
-    for (int i = 0; i < 5000 && !r; ++i) {
-      {
-        std::lock_guard g(mu);
-        if (!reqs.empty()) r = reqs.back(), reqs.clear();
-      }
-      if (!r) std::this_thread::sleep_for(1ms);
-    }
-    ASSERT_TRUE(r);
-    ASSERT_EQ(b.accept(r, qb[q], {}), Status::ok);
-    for (int i = 0; i < 5000 && a.qp_state(qa[q]) != QpState::rts; ++i) std::this_thread::sleep_for(1ms);
-    ASSERT_EQ(a.qp_state(qa[q]), QpState::rts);
-  }
-  std::this_thread::sleep_for(20ms);  // the last handshake's acks have gone
 }
 
 TEST(TxBudgetOverUdp, ConnectionsTogetherKeepWithinHalfTheReceiveBuffer) {

@@ -8,7 +8,7 @@ BUILD_x: a build directory holding tools/softrnic_bench, the provider and its da
 scripts/bench.sh's build-bench at two commits: git worktree add /tmp/ab-a <commit>, then
 cmake -S /tmp/ab-a -B /tmp/ab-a/build -DCMAKE_BUILD_TYPE=Release -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON
 and ninja softrnic_bench daplsoftrnic there). Rows: 64 B ping-pong (busy poll) latency, 64 KiB
-RDMA Write stream throughput.
+RDMA Write stream throughput (64 KiB and 4 KiB), 64 B Send message rate (32 outstanding).
 """
 import argparse
 import os
@@ -19,8 +19,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import Softrnic  # noqa: E402
 
 CASES = [
-    ("pingpong 64 B (us, lower is better)", "pingpong", 64, 20000, "median_us", "p99_us"),
-    ("write_bw 64 KiB (MB/s, higher is better)", "write_bw", 65536, 20000, "mbps", None),
+    ("pingpong 64 B (us, lower is better)", "pingpong", 64, 20000, 16, "median_us", "p99_us"),
+    ("write_bw 64 KiB (MB/s, higher is better)", "write_bw", 65536, 20000, 16, "mbps", None),
+    ("write_bw 4 KiB (MB/s, higher is better)", "write_bw", 4096, 100000, 16, "mbps", None),
+    ("msgrate 64 B (msgs/s, higher is better)", "msgrate", 64, 100000, 32, "msgs_per_s", None),
 ]
 
 
@@ -37,12 +39,12 @@ def main():
             sys.exit(f"ab: no {s.exe} for {k}")
     print(f"A = {o.a}\nB = {o.b}\nia = {o.ia}, {o.runs} interleaved runs per build\n")
     print(f"{'case':42} {'build':5} {'median':>10} {'p99':>10} {'min':>10} {'max':>10}")
-    for title, test, size, iters, key, p99key in CASES:
+    for title, test, size, iters, window, key, p99key in CASES:
         got = {"A": [], "B": []}
         p99 = {"A": [], "B": []}
         for r in range(o.runs):
             for k in ("A", "B") if r % 2 == 0 else ("B", "A"):
-                res = stacks[k].run(test, size, iters, window=16)
+                res = stacks[k].run(test, size, iters, window=window)
                 got[k].append(res[key])
                 if p99key:
                     p99[k].append(res[p99key])
