@@ -447,7 +447,7 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE h, DAT_CLOSE_FLAGS flags) {
 
 DAT_RETURN ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                         DAT_COMPLETION_FLAGS flags) {
-  std::lock_guard lk(api_mutex());
+  std::shared_lock lk(api_mutex());  // (the data path: objects.hpp, "Locking")
   Ep* ep = live_ep(h);
   if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
   if (flags & ~(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
@@ -469,7 +469,7 @@ DAT_RETURN post_request(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_
                         const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags, SendOpcode op,
                         std::uint32_t invalidate_stag = 0, bool sink_is_window = false, std::uint32_t imm = 0,
                         std::uint64_t compare_add = 0, std::uint64_t swap = 0) {
-  std::lock_guard lk(api_mutex());
+  std::shared_lock lk(api_mutex());  // (the data path: objects.hpp, "Locking")
   Ep* ep = live_ep(h);
   if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
   if (flags & ~(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |

@@ -250,7 +250,7 @@ static bool poll_engine(const Evd& evd) {
 }
 
 DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
-  std::lock_guard lk(api_mutex());
+  std::shared_lock lk(api_mutex());  // (the data path: objects.hpp, "Locking")
   Evd* evd = get<Evd>(h, Kind::evd);
   if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
   if (!ev) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
@@ -302,7 +302,7 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT* ev) {
 DAT_RETURN evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, DAT_EVENT* ev, DAT_COUNT* nmore) {
   Evd* evd;
   {
-    std::lock_guard lk(api_mutex());
+    std::shared_lock lk(api_mutex());  // (the data path: objects.hpp, "Locking")
     evd = get<Evd>(h, Kind::evd);
     if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
     if (!ev || !nmore) return err(DAT_INVALID_PARAMETER, !ev ? DAT_INVALID_ARG4 : DAT_INVALID_ARG5);

@@ -45,8 +45,8 @@ DAT_RETURN not_implemented() {
   return err(DAT_NOT_IMPLEMENTED);
 }
 
-std::mutex& api_mutex() {
-  static std::mutex* m = new std::mutex;
+std::shared_mutex& api_mutex() {
+  static std::shared_mutex* m = new std::shared_mutex;
   return *m;
 }
 

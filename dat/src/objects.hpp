@@ -2,7 +2,11 @@
 // dispatches through it), then its kind; handles are checked against a registry of live objects
 // before use, so NULL, stale, freed and wrong-type handles get an error instead of a crash.
 //
-// Locking: api_mutex() serialises the provider's calls (released while a call blocks). Callbacks
+// Locking: api_mutex() serialises the provider's calls (released while a call blocks): held
+// exclusive by every call that creates, changes or frees objects, and shared by the data path
+// (dat_ep_post_*, dat_evd_dequeue, the entry of dat_evd_wait), which only reads the objects it
+// names under it, and changes only what has a lock of its own (an EVD's mutex, the device, which
+// is thread-safe): threads that post and poll at once do not wait for each other here. Callbacks
 // from the soft RNIC's progress thread touch only an EVD's or CNO's own mutex and atomics.
 #pragma once
 
@@ -22,6 +26,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,7 +56,7 @@ constexpr DAT_RETURN err(DAT_RETURN type, DAT_RETURN subtype = 0) {
   return DAT_CLASS_ERROR | type | subtype;
 }
 DAT_RETURN not_implemented();
-std::mutex& api_mutex();
+std::shared_mutex& api_mutex();
 
 // ---- registry ----
 // Registers a new object (its memory from make<T>) as live.

@@ -726,7 +726,11 @@ TEST(DatEvdWait, ThresholdOneForConsumerControlledNotification) {
 // waiter found another driver and had let go of its EVD's lock was never seen. The window is a
 // few hundred nanoseconds; dapltest -T T with 4 threads, in the conformance label, hit it about
 // once in nine runs, this test not in 30: it guards the rest of the hand-over.)
-TEST(DatEvdWait, SeveralWaitersOnOneIaLoseNoEvent) {
+namespace {
+// 4 connected pairs in one IA, each end in a thread of its own: a ping-pong of 500 rounds per
+// pair, all at once. `poll`: the threads spin in dat_evd_dequeue, else they block in
+// dat_evd_wait. (The data path shares the API lock: objects.hpp, "Locking".)
+void ping_pong_in_threads(bool poll) {
   // Kernel UDP, but not on the dat.conf line's port 5041: the conformance tests run beside this
   // one (ctest -j2), and a dtest client whose server found 5041 taken by this IA reached this IA
   // instead (a harness clash that made dtestcm fail now and then, issue 13).
@@ -756,8 +760,15 @@ TEST(DatEvdWait, SeveralWaitersOnOneIaLoseNoEvent) {
   auto round = [&](End& e, bool reply) {
     DAT_EVENT ev;
     DAT_COUNT nmore;
-    if (dat_evd_wait(e.rcv, kWait, 1, &ev, &nmore) != DAT_SUCCESS ||
-        ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS) {
+    DAT_RETURN r = DAT_QUEUE_EMPTY;
+    if (poll) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while ((r = dat_evd_dequeue(e.rcv, &ev)) == DAT_QUEUE_EMPTY && std::chrono::steady_clock::now() < until) {
+      }
+    } else {
+      r = dat_evd_wait(e.rcv, kWait, 1, &ev, &nmore);
+    }
+    if (r != DAT_SUCCESS || ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS) {
       failures++;
       return false;
     }
@@ -793,6 +804,15 @@ TEST(DatEvdWait, SeveralWaitersOnOneIaLoseNoEvent) {
     EXPECT_EQ(wait_event(a[k].conn).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
     EXPECT_EQ(wait_event(b[k].conn).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
   }
+}
+}  // namespace
+
+TEST(DatEvdWait, SeveralWaitersOnOneIaLoseNoEvent) {
+  ping_pong_in_threads(false);
+}
+
+TEST(DatEvdDequeue, SeveralPollingThreadsOnOneIaLoseNoEvent) {
+  ping_pong_in_threads(true);
 }
 
 TEST(DatApi, ResetPspAnyAndLmrSync) {
