@@ -11,11 +11,12 @@ void push_wc(Cq* cq, const Wc& wc) {
   if (wc.qp && wc.opcode != WcOpcode::recv && wc.opcode != WcOpcode::recv_rdma_imm && wc.qp->transport)
     wc.qp->transport->drain_tx();
   // (The device lock makes this the ring's one producer.)
-  if (cq->ring.size() >= cq->depth) cq->overflows++;
+  std::size_t waiting = cq->ring.size();
   bool queued = false;
   if (cq->spilled.load(std::memory_order_acquire)) {
     std::lock_guard lk(cq->spill_mu);
     if (cq->spilled.load(std::memory_order_relaxed)) {  // behind what waits there
+      waiting += cq->spill.size();
       cq->spill.push_back(wc);
       queued = true;
     }
@@ -30,6 +31,7 @@ void push_wc(Cq* cq, const Wc& wc) {
       cq->spilled.store(true, std::memory_order_release);
     }
   }
+  if (waiting >= cq->depth) cq->overflows++;
   if (cq->notify) cq->notify();
 }
 

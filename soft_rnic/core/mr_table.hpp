@@ -5,6 +5,8 @@
 // Not thread-safe: the device lock guards it.
 #pragma once
 
+#include <pthread.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -39,6 +41,32 @@ enum class MrCheck : std::uint8_t {
   access_denied,  // the region does not grant the access asked for
 };
 std::string_view to_string(MrCheck c);
+
+// The MR table's reader-writer lock (Ctx::mrs_mu): posts that check their regions without the
+// device lock read under it; registration, deregistration, binds and invalidation write. It
+// prefers writers: a writer waits holding the device lock, and posts that keep reading must not
+// hold it (and the engine) up (glibc's default rwlock lets new readers in ahead of a waiting
+// writer). Lockable and SharedLockable.
+class MrLock {
+ public:
+  MrLock() {
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&l_, &a);
+    pthread_rwlockattr_destroy(&a);
+  }
+  ~MrLock() { pthread_rwlock_destroy(&l_); }
+  MrLock(const MrLock&) = delete;
+  MrLock& operator=(const MrLock&) = delete;
+  void lock() { pthread_rwlock_wrlock(&l_); }
+  void unlock() { pthread_rwlock_unlock(&l_); }
+  void lock_shared() { pthread_rwlock_rdlock(&l_); }
+  void unlock_shared() { pthread_rwlock_unlock(&l_); }
+
+ private:
+  pthread_rwlock_t l_;
+};
 
 class MrTable {
  public:

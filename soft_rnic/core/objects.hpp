@@ -236,7 +236,7 @@ struct Ctx {
   MrTable mrs;
   // Posts check their regions without the device lock: under this, shared. Whatever changes mrs
   // holds it exclusive, besides the device lock (under which the engine reads mrs as it is).
-  mutable std::shared_mutex mrs_mu;
+  mutable MrLock mrs_mu;
   std::unordered_map<std::uint32_t, Qp*> qps;
   DeviceCounters ctr{};
   Clock::time_point rx_now{};  // when the current receive round received its frames

@@ -47,15 +47,18 @@ std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::ui
                                     std::span<const std::uint8_t> payload, bool last, std::uint32_t inv_stag,
                                     bool invalidate, Pos pos);
 // Whether a Send with this MSN finds a buffer (posted, or one the SRQ can give now). RoCE answers
-// an RNR NAK instead of placing when it does not.
+// an RNR NAK instead of placing when it does not (unless looking broke the connection: the hard
+// watermark, when taking posted receives in; the caller sees qp.state change).
 bool recv_buffer_ready(Qp& qp, std::uint32_t msn);
-// Receives posted and not yet taken in (Qp::posted) go onto rq (flushed if the connection has
-// closed since). Under the device lock: by its hand-off, and by a Send that finds no buffer (a
-// receive whose post returned before the Send arrived is there for it, as on a hardware RNIC).
-void take_posted_receives(Qp& qp);
-// One posted receive (its rq_used entry reserved) onto rq, or flushed if the connection has
-// closed since the post checked.
-void take_receive(Qp& qp, RecvWqe&& r);
+// Receives posted and not yet taken in (Qp::posted) go onto rq. Under the device lock: by its
+// hand-off, and by a Send that finds no buffer (a receive whose post returned before the Send
+// arrived is there for it, as on a hardware RNIC). False when they broke the connection (the hard
+// watermark).
+bool take_posted_receives(Qp& qp);
+// One posted receive (its rq_used entry reserved) onto rq, or flushed if the QP has gone to
+// error since the post checked (a closing QP still takes it: what the peer sent before it saw
+// the close lands). False when it broke the connection (the hard watermark).
+bool take_receive(Qp& qp, RecvWqe&& r);
 // RoCE: the receive of message `msn` carried immediate data; `rdma_len`: it was consumed by an
 // RDMA Write with Immediate of that many bytes (placed elsewhere). The message must be placed.
 void set_recv_imm(Qp& qp, std::uint32_t msn, std::uint32_t imm, std::optional<std::uint64_t> rdma_len);

@@ -108,13 +108,13 @@ std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::ui
       empty.allocated = false;
       qp.rq.resize(slot + 1, empty);
     }
+    const QpState before = qp.state;
     if (!qp.rq[slot].allocated && !allocate_from_srq(ctx, qp, slot)) {
-      if (qp.state != QpState::rts) return std::nullopt;  // broken already (the hard watermark)
+      if (qp.state != before) return std::nullopt;  // broken by it (the hard watermark)
       return Fault{Error::no_buffer, "the SRQ has no buffer for MSN " + std::to_string(msn)};
     }
   } else if (slot >= qp.rq.size()) {
-    take_posted_receives(qp);
-    if (qp.state != QpState::rts) return std::nullopt;  // broken already (the hard watermark)
+    if (!take_posted_receives(qp)) return std::nullopt;  // broken by them (the hard watermark)
     if (slot >= qp.rq.size()) return Fault{Error::no_buffer, "no receive buffer posted for MSN " + std::to_string(msn)};
   }
   RecvWqe& r = qp.rq[slot];
@@ -149,25 +149,28 @@ bool recv_buffer_ready(Qp& qp, std::uint32_t msn) {
   return posted || (qp.init.srq && slot < kMaxMsnAhead && !qp.init.srq->q.empty());
 }
 
-void take_posted_receives(Qp& qp) {
+bool take_posted_receives(Qp& qp) {
   PostRings* r = qp.posted.load(std::memory_order_acquire);
-  if (!r) return;
+  if (!r) return true;
   auto& ring = r->recv;
+  bool ok = true;
   while (RecvWqe* w = ring.consumer_slot()) {
-    take_receive(qp, std::move(*w));
+    ok = take_receive(qp, std::move(*w)) && ok;
     ring.consume();
   }
+  return ok;
 }
 
-void take_receive(Qp& qp, RecvWqe&& r) {
-  if (qp.state != QpState::idle && qp.state != QpState::rts) {
+bool take_receive(Qp& qp, RecvWqe&& r) {
+  if (qp.state == QpState::error || qp.state == QpState::terminate) {
+    // (close_qp or the Terminate emptied rq already: this comes after everything there was)
     rq_retire(qp);
     push_wc(qp.init.recv_cq, Wc{r.wr_id, WcOpcode::recv, WcStatus::flushed, 0, &qp, qp.init.context});
-    return;
+    return true;
   }
   qp.rq.push_back(std::move(r));
   qp.rq_allocated++;
-  check_watermarks(qp);
+  return check_watermarks(qp);
 }
 
 void set_recv_imm(Qp& qp, std::uint32_t msn, std::uint32_t imm, std::optional<std::uint64_t> rdma_len) {

@@ -64,8 +64,9 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
   }
   if (has & w::kSend) {
     if (has & w::kFirst) {
+      const QpState before = qp.state;
       if (!recv_buffer_ready(qp, s.next_recv_msn)) {
-        rnr_nak(qp, psn);
+        if (qp.state == before) rnr_nak(qp, psn);  // (else looking broke it: the hard watermark)
         return;
       }
       s.in_send = true;
@@ -89,9 +90,12 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
   } else if (has & w::kWrite) {
     // A Write with Immediate takes a receive buffer with its last packet: none, RNR NAK (before
     // anything of this packet is placed, so the retry finds everything as it was).
-    if ((has & w::kImm) && !recv_buffer_ready(qp, s.next_recv_msn)) {
-      rnr_nak(qp, psn);
-      return;
+    if (has & w::kImm) {
+      const QpState before = qp.state;
+      if (!recv_buffer_ready(qp, s.next_recv_msn)) {
+        if (qp.state == before) rnr_nak(qp, psn);  // (else looking broke it: the hard watermark)
+        return;
+      }
     }
     if (has & w::kFirst) {
       if (p.dma_len > ctx_.limits.max_msg_size) {

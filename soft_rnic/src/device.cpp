@@ -410,14 +410,17 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
     const QpState st = qp->state.load();
     if (st != QpState::idle && st != QpState::rts) return Status::invalid_state;
     if (wr.sgl.size() > qp->init.max_sge) return Status::invalid_param;
+    if (!reserve(qp->rq_used, qp->init.max_recv_wr)) return Status::insufficient_resources;
     RecvWqe r;
     std::unique_lock lk(mu_, std::try_to_lock);
     {
-      std::shared_lock<std::shared_mutex> ml;  // (the device lock keeps the MR table as it is)
+      std::shared_lock<MrLock> ml;  // (the device lock keeps the MR table as it is)
       if (!lk.owns_lock()) ml = std::shared_lock(ctx_.mrs_mu);
-      if (const Status e = make_recv(ctx_, qp->init.pd, wr, r); e != Status::ok) return e;
+      if (const Status e = make_recv(ctx_, qp->init.pd, wr, r); e != Status::ok) {
+        rq_retire(*qp);
+        return e;
+      }
     }
-    if (!reserve(qp->rq_used, qp->init.max_recv_wr)) return Status::insufficient_resources;
     if (lk.owns_lock()) {
       take_receive(*qp, std::move(r));
       return Status::ok;
@@ -433,14 +436,18 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
 
   Status post_send(Qp* qp, const SendWr& wr) override {
     if (qp->state.load() != QpState::rts || qp->cm.load() != CmPhase::connected) return Status::invalid_state;
+    if (wr.sgl.size() > qp->init.max_sge) return Status::invalid_param;
+    if (!reserve(qp->sq_used, qp->init.max_send_wr)) return Status::insufficient_resources;
     std::unique_lock lk(mu_, std::try_to_lock);
     PostedSend p;  // (what the checks find: the total, the sink's access)
     {
-      std::shared_lock<std::shared_mutex> ml;  // (the device lock keeps the MR table as it is)
+      std::shared_lock<MrLock> ml;  // (the device lock keeps the MR table as it is)
       if (!lk.owns_lock()) ml = std::shared_lock(ctx_.mrs_mu);
-      if (const Status e = check_send(*qp, wr, p.total, p.sink_access); e != Status::ok) return e;
+      if (const Status e = check_send(*qp, wr, p.total, p.sink_access); e != Status::ok) {
+        sq_retire(*qp);
+        return e;
+      }
     }
-    if (!reserve(qp->sq_used, qp->init.max_send_wr)) return Status::insufficient_resources;
     if (lk.owns_lock()) {
       take_send(*qp, wr, p.total, p.sink_access);
       return Status::ok;
@@ -622,15 +629,17 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   }
 
   // The QP has posts on its rings: onto the device's list (once), and handed to the device lock.
+  // (A QP already on the list, or taken off it and not yet cleared of `queued`, needs nothing
+  // more: whoever takes the list in, or clears `queued` after this, sees this post.)
   void queue_posts(Qp& qp) {
-    if (!qp.queued.exchange(true, std::memory_order_acq_rel)) {
-      Qp* head = queued_.load(std::memory_order_relaxed);
-      do {
-        qp.next_queued = head;
-      } while (!queued_.compare_exchange_weak(head, &qp, std::memory_order_release, std::memory_order_relaxed));
-    }
+    if (qp.queued.exchange(true, std::memory_order_acq_rel)) return;
+    Qp* head = queued_.load(std::memory_order_relaxed);
+    do {
+      qp.next_queued = head;
+    } while (!queued_.compare_exchange_weak(head, &qp, std::memory_order_release, std::memory_order_relaxed));
     mu_.posted();
   }
+  bool has_posts() const override { return queued_.load(std::memory_order_relaxed) != nullptr; }
 
   // engine::DeviceLock::Drain, under the device lock: every queued QP's posts, in the order the
   // QPs were queued.
@@ -668,11 +677,6 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   // `sink_access`: what an RDMA Read's sink must grant.
   Status check_send(const Qp& qp, const SendWr& wr, std::uint64_t& total, Access& sink_access) const {
     // (qp.ord is set before cm becomes connected, and not changed while it is.)
-    if (wr.sgl.size() > qp.init.max_sge) return Status::invalid_param;
-    const bool atomic = wr.opcode == SendOpcode::cmp_swap || wr.opcode == SendOpcode::fetch_add;
-    if ((atomic || wr.opcode == SendOpcode::send_imm || wr.opcode == SendOpcode::rdma_write_imm) &&
-        ctx_.cfg.wire != Wire::roce)
-      return Status::invalid_param;  // iWARP has no immediate data and no atomics
     total = 0;
     for (const Sge& g : wr.sgl) {
       if (g.length == 0) continue;
@@ -683,6 +687,10 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
       total += g.length;
     }
     if (total > ctx_.limits.max_msg_size) return Status::length_error;
+    const bool atomic = wr.opcode == SendOpcode::cmp_swap || wr.opcode == SendOpcode::fetch_add;
+    if ((atomic || wr.opcode == SendOpcode::send_imm || wr.opcode == SendOpcode::rdma_write_imm) &&
+        ctx_.cfg.wire != Wire::roce)
+      return Status::invalid_param;  // iWARP has no immediate data and no atomics
     if (atomic) {
       // One 8-byte sink for the value found; the target 8 bytes aligned (IBTA o9-21).
       if (wr.sgl.size() != 1 || wr.sgl[0].length != 8 || wr.sink_is_window) return Status::length_error;
@@ -715,9 +723,17 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
                            : wr.opcode == SendOpcode::fetch_add      ? WcOpcode::fetch_add
                                                                      : WcOpcode::send;
     if (qp.state != QpState::rts || qp.cm != CmPhase::connected) {
-      // The connection closed after the post checked: flushed, as what was on sq then.
-      sq_retire(qp);
-      push_wc(qp.init.send_cq, Wc{wr.wr_id, wc_op, WcStatus::flushed, 0, &qp, qp.init.context});
+      // The connection began to close after the post checked: the request is not issued, and is
+      // flushed after everything posted before it (at once when nothing is).
+      if (qp.sq.empty()) {
+        sq_retire(qp);
+        push_wc(qp.init.send_cq, Wc{wr.wr_id, wc_op, WcStatus::flushed, 0, &qp, qp.init.context});
+      } else {
+        SendWqe& w = qp.sq.emplace_back();
+        w.wr_id = wr.wr_id;
+        w.opcode = wc_op;
+        w.issued = false;  // (complete_sends stops at it; flush_qp flushes it in its turn)
+      }
       return;
     }
     SendWqe& wqe = qp.sq.emplace_back(SendWqe{wr.wr_id, wc_op, wr.signaled, 0, static_cast<std::uint32_t>(total),
