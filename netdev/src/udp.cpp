@@ -192,11 +192,18 @@ class UdpNetdev final : public Netdev {
     std::size_t done = 0;
     while (done < frames.size()) {
       if (const std::uint16_t from = frames[done].from_port; from && from != local_.port) {
-        // From a source port of its own (source_port): one at a time, on that port's socket.
+        // From a source port of its own (source_port), on that port's socket: a run to one
+        // destination in one sendmmsg (a RoCEv2 QP's window).
         const auto it = src_socks_.find(from);
         if (it != src_socks_.end()) {
-          if (!send_one(frames[done], nullptr, it->second)) break;
-          done++;
+          std::size_t n = 1;
+          while (n < kBurst && done + n < frames.size() && frames[done + n].from_port == from &&
+                 frames[done + n].to == frames[done].to)
+            ++n;
+          const std::size_t k = n == 1 ? (send_one(frames[done], nullptr, it->second) ? 1 : 0)
+                                       : send_mmsg(frames.subspan(done, n), nullptr, it->second);
+          if (k == 0) break;
+          done += k;
           continue;
         }
       }
@@ -205,7 +212,11 @@ class UdpNetdev final : public Netdev {
       const NetAddr to = frames[done].to;
       const Peer* peer = find_peer(to);
       std::size_t n = 1;
-      while (n < kBurst && done + n < frames.size() && frames[done + n].to == to) ++n;
+      // (not into a frame that goes from a source port of its own)
+      const auto own_port = [&](const TxFrame& f) {
+        return f.from_port && f.from_port != local_.port && src_socks_.count(f.from_port);
+      };
+      while (n < kBurst && done + n < frames.size() && frames[done + n].to == to && !own_port(frames[done + n])) ++n;
       if (n == 1) {
         // A lone frame (the latency path): one plain send of one buffer; sendmmsg with three
         // iovecs costs ~0.2 us more per datagram on this path.
@@ -237,35 +248,9 @@ class UdpNetdev final : public Netdev {
         done++;
         continue;
       }
-      // Only the n entries in use are set up (zeroing all kBurst of them cost ~4 KB of memset
-      // per datagram on the latency path).
-      std::array<mmsghdr, kBurst> msgs;
-      std::array<iovec, 3 * kBurst> iov;
-      sockaddr_in dst = to_sockaddr(to);
-      for (std::size_t i = 0; i < n; ++i) {
-        std::memset(&msgs[i], 0, sizeof msgs[i]);
-        if (!peer) {
-          msgs[i].msg_hdr.msg_name = &dst;
-          msgs[i].msg_hdr.msg_namelen = sizeof dst;
-        }
-        msgs[i].msg_hdr.msg_iov = &iov[3 * i];
-        msgs[i].msg_hdr.msg_iovlen = frame_iov(frames[done + i], &iov[3 * i]);
-      }
-      const int r = ::sendmmsg(peer ? peer->fd : socket_.native_handle(), msgs.data(), static_cast<unsigned>(n), 0);
-      if (r <= 0) {
-        // EAGAIN (buffer full) or an ICMP error from an earlier datagram: count the frame as
-        // dropped and go on; the reliability layer above retransmits.
-        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-          stats_.tx_dropped++;
-          drain_errors(peer ? peer->fd : socket_.native_handle());
-          done++;
-          continue;
-        }
-        break;
-      }
-      for (int i = 0; i < r; ++i) stats_.tx_bytes += frames[done + static_cast<std::size_t>(i)].size();
-      stats_.tx_frames += static_cast<std::uint64_t>(r);
-      done += static_cast<std::size_t>(r);
+      const std::size_t k = send_mmsg(frames.subspan(done, n), peer, -1);
+      if (k == 0) break;
+      done += k;
     }
     return done;
   }
@@ -489,6 +474,41 @@ class UdpNetdev final : public Netdev {
 
   // Sends one frame: small ones gathered into one buffer for send/sendto, larger ones with
   // sendmsg. False when the socket is full (the caller stops there).
+  // Frames to one destination in one sendmmsg (on `fd` if given, else the peer's socket or the
+  // device's): how many went, 0 when the socket is full. A frame the kernel refuses for another
+  // reason (an ICMP error from an earlier datagram) counts as dropped and as gone: the
+  // reliability layer above retransmits.
+  std::size_t send_mmsg(std::span<const TxFrame> fs, const Peer* peer, int fd) {
+    if (fd < 0) fd = peer ? peer->fd : socket_.native_handle();
+    const std::size_t n = std::min(fs.size(), kBurst);
+    // Only the n entries in use are set up (zeroing all kBurst of them cost ~4 KB of memset
+    // per datagram on the latency path).
+    std::array<mmsghdr, kBurst> msgs;
+    std::array<iovec, 3 * kBurst> iov;
+    sockaddr_in dst = to_sockaddr(fs[0].to);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::memset(&msgs[i], 0, sizeof msgs[i]);
+      if (!peer) {
+        msgs[i].msg_hdr.msg_name = &dst;
+        msgs[i].msg_hdr.msg_namelen = sizeof dst;
+      }
+      msgs[i].msg_hdr.msg_iov = &iov[3 * i];
+      msgs[i].msg_hdr.msg_iovlen = frame_iov(fs[i], &iov[3 * i]);
+    }
+    const int r = ::sendmmsg(fd, msgs.data(), static_cast<unsigned>(n), 0);
+    if (r <= 0) {
+      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+        stats_.tx_dropped++;
+        drain_errors(fd);
+        return 1;
+      }
+      return 0;
+    }
+    for (int i = 0; i < r; ++i) stats_.tx_bytes += fs[static_cast<std::size_t>(i)].size();
+    stats_.tx_frames += static_cast<std::uint64_t>(r);
+    return static_cast<std::size_t>(r);
+  }
+
   bool send_one(const TxFrame& f, const Peer* peer, int fd_override = -1) {
     const int fd = fd_override >= 0 ? fd_override : peer ? peer->fd : socket_.native_handle();
     const sockaddr_in dst = to_sockaddr(f.to);

@@ -138,6 +138,7 @@ Status Roce::connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, 
 // ---- the receive round ----
 
 std::size_t Roce::poll(std::optional<Clock::time_point> now) {
+  TxHold hold(*this);
   const std::size_t cap = nd_.max_datagram();
   std::size_t got = 0;
   for (int round = 0; round < 8; ++round) {
@@ -209,16 +210,19 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
 
 bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint64_t off, std::uint32_t len,
                        const Pd* pd) {
-  std::array<std::uint8_t, w::kMaxHeaderLen> hdr;
+  if (tx_n_ == kTxBatch) flush_tx();
+  TxSlot& slot = tx_slots_[tx_n_];
+  auto& hdr = slot.hdr;
   const std::size_t hl = w::build_headers(p, len, hdr);
   std::span<const std::uint8_t> body;
   if (len) {
-    const auto g = gather(ctx_, pd, *sgl, off, len, tx_gather_);
+    const auto g = gather(ctx_, pd, *sgl, off, len, slot.gathered);
     if (!g) return false;
     body = *g;
   }
   const std::size_t pad = w::pad_of(len);
-  std::array<std::uint8_t, 8> tail{};
+  auto& tail = slot.tail;
+  tail = {};
   const std::uint16_t sport = st(qp).sport ? st(qp).sport : self_.port;
   const w::IcrcAddr a{self_.ip, s_dst(qp).ip, sport, s_dst(qp).port, 0, 0x4000};
   // The payload is read here first, straight from registered memory: a region unmapped meanwhile
@@ -238,10 +242,17 @@ bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint6
     return false;
   }
   for (std::size_t i = 0; i < 4; ++i) tail[pad + i] = static_cast<std::uint8_t>(args.crc >> (8 * i));
-  const netdev::TxFrame f{s_dst(qp), {hdr.data(), hl}, body, {tail.data(), pad + w::kIcrcLen}, sport};
-  nd_.tx_burst({&f, 1});
+  tx_batch_[tx_n_++] = netdev::TxFrame{s_dst(qp), {hdr.data(), hl}, body, {tail.data(), pad + w::kIcrcLen}, sport};
   qp.ctr.tx_frames++;
+  if (tx_hold_ == 0) flush_tx();
   return true;
+}
+
+void Roce::flush_tx() {
+  // (What the netdev could not take, a full socket, is lost as a drop on the wire would be: the
+  // requester's ACK timeout and the peer's sequence checks recover it.)
+  if (tx_n_) nd_.tx_burst({tx_batch_.data(), tx_n_});
+  tx_n_ = 0;
 }
 
 // ACKs asked for in this receive round go out once per QP, for the latest PSN.

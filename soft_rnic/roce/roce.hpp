@@ -182,7 +182,15 @@ class Roce final : public Transport, public engine::Pollable {
   Status reject(ConnRequest* req, std::span<const std::uint8_t> pd) override;
   Status disconnect(Qp& qp, bool graceful) override;
   void issue(Qp& qp, const WaitingWr& w) override;
-  void kick(Qp& qp) override { pump(qp); }
+  void kick(Qp& qp) override {
+    TxHold hold(*this);
+    pump(qp);
+  }
+  void kick_all(std::span<Qp* const> qps) override {
+    TxHold hold(*this);
+    for (Qp* q : qps) pump(*q);
+  }
+  void drain_tx() override { flush_tx(); }
   Pos tx_pos(const Qp& qp) const override { return st(qp).next_psn; }
   Pos acked_pos(const Qp& qp) const override { return st(qp).una_psn; }
   void send_queue_drained(Qp& qp) override;
@@ -215,6 +223,21 @@ class Roce final : public Transport, public engine::Pollable {
   Pos ext(Pos ref, std::uint32_t psn24) const {
     return ref + static_cast<Pos>(static_cast<std::int64_t>(wire::roce::psn_diff(psn24, ref & wire::roce::kPsnMask)));
   }
+
+  // Packets wait in the transmit batch while a receive round, a pump or the doorbell holds it
+  // (TxHold), and leave together when the last hold ends, the batch is full, a send-queue
+  // completion is about to give memory back (drain_tx), or a packet of no QP must follow them
+  // (send_bare): one system call for a run to one peer from one source port (sendmmsg).
+  struct TxHold {
+    Roce& r;
+    explicit TxHold(Roce& x) : r(x) { ++r.tx_hold_; }
+    ~TxHold() {
+      if (--r.tx_hold_ == 0) r.flush_tx();
+    }
+    TxHold(const TxHold&) = delete;
+    TxHold& operator=(const TxHold&) = delete;
+  };
+  void flush_tx();
 
   // roce.cpp
   void handle_packet(NetAddr from, std::span<const std::uint8_t> d);
@@ -301,8 +324,20 @@ class Roce final : public Transport, public engine::Pollable {
   std::uint16_t gsi_sport_ = 0;  // QP1's UDP source port
   Clock::time_point last_sweep_{};
   std::vector<Qp*> ack_list_;
-  std::vector<std::uint8_t> rx_bufs_, tx_gather_;
+  std::vector<std::uint8_t> rx_bufs_;
   std::vector<netdev::RxFrame> rx_frames_;
+  // The transmit batch (TxHold): each packet's headers, ICRC and (from more than one SGE) its
+  // gathered payload stay in its slot until the batch leaves.
+  struct TxSlot {
+    std::array<std::uint8_t, wire::roce::kMaxHeaderLen> hdr{};
+    std::array<std::uint8_t, 8> tail{};
+    std::vector<std::uint8_t> gathered;
+  };
+  static constexpr std::size_t kTxBatch = 32;
+  std::array<TxSlot, kTxBatch> tx_slots_;
+  std::array<netdev::TxFrame, kTxBatch> tx_batch_;
+  std::size_t tx_n_ = 0;
+  int tx_hold_ = 0;
 };
 
 }  // namespace softrnic::roce
