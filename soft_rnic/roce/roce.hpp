@@ -33,6 +33,7 @@
 #include "softrnic/wire/roce.hpp"
 #include "timer_queue.hpp"
 #include "tx_budget.hpp"
+#include "tx_hold.hpp"
 
 namespace softrnic::roce {
 
@@ -228,15 +229,8 @@ class Roce final : public Transport, public engine::Pollable {
   // (TxHold), and leave together when the last hold ends, the batch is full, a send-queue
   // completion is about to give memory back (drain_tx), or a packet of no QP must follow them
   // (send_bare): one system call for a run to one peer from one source port (sendmmsg).
-  struct TxHold {
-    Roce& r;
-    explicit TxHold(Roce& x) : r(x) { ++r.tx_hold_; }
-    ~TxHold() {
-      if (--r.tx_hold_ == 0) r.flush_tx();
-    }
-    TxHold(const TxHold&) = delete;
-    TxHold& operator=(const TxHold&) = delete;
-  };
+  using TxHold = engine::TxHold<Roce>;
+  friend TxHold;
   void flush_tx();
 
   // roce.cpp

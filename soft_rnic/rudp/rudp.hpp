@@ -22,6 +22,7 @@
 #include "timer_queue.hpp"
 #include "transport.hpp"
 #include "tx_budget.hpp"
+#include "tx_hold.hpp"
 
 namespace softrnic::rudp {
 
@@ -268,15 +269,8 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   std::array<netdev::TxFrame, kTxBatch> tx_batch_{};
   std::size_t tx_n_ = 0;
   std::uint32_t tx_hold_ = 0;  // > 0: flush_tx() waits for the end of the round (TxHold)
-  struct TxHold {
-    Rudp& r;
-    explicit TxHold(Rudp& rudp) : r(rudp) { ++r.tx_hold_; }
-    ~TxHold() {
-      if (--r.tx_hold_ == 0) r.flush_tx();
-    }
-    TxHold(const TxHold&) = delete;
-    TxHold& operator=(const TxHold&) = delete;
-  };
+  using TxHold = engine::TxHold<Rudp>;
+  friend TxHold;
   void flush_tx_unless_held() {
     if (tx_hold_ == 0) flush_tx();
   }

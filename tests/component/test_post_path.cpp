@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -21,16 +22,35 @@ using softrnic::testing::poll_one;
 
 namespace {
 
-std::unique_ptr<Device> open_loop(const std::string& name, std::uint16_t port) {
-  DeviceConfig c;
-  c.name = name;
-  c.netdev.kind = "loopback";
-  c.netdev.port = port;
-  std::string e;
-  auto d = Device::open(c, e);
-  EXPECT_TRUE(d) << e;
-  return d;
-}
+// Two devices over the loopback netdev (ports `port` and port + 1), a PD each, a's CQ of `depth`
+// (with `notify`) and b's of 64; and a source region on a, a sink on b.
+struct Two {
+  std::unique_ptr<Device> a, b;
+  Pd *pa = nullptr, *pb = nullptr;
+  Cq *acq = nullptr, *bcq = nullptr;
+  Mr *ms = nullptr, *md = nullptr;
+
+  Two(const std::string& name, std::uint16_t port, std::uint32_t depth, std::vector<std::uint8_t>& src,
+      std::vector<std::uint8_t>& dst, Access dst_access, std::function<void()> notify = nullptr) {
+    for (int i = 0; i < 2; ++i) {
+      DeviceConfig c;
+      c.name = name + (i ? "_b" : "_a");
+      c.netdev.kind = "loopback";
+      c.netdev.port = static_cast<std::uint16_t>(port + i);
+      std::string e;
+      (i ? b : a) = Device::open(c, e);
+      if (!(i ? b : a)) ADD_FAILURE() << e;
+    }
+    if (!a || !b) return;
+    pa = a->alloc_pd();
+    pb = b->alloc_pd();
+    acq = a->create_cq(depth, std::move(notify));
+    bcq = b->create_cq(64, nullptr);
+    EXPECT_EQ(a->reg_mr(pa, src.data(), src.size(), Access::local_read, ms), Status::ok);
+    EXPECT_EQ(b->reg_mr(pb, dst.data(), dst.size(), dst_access, md), Status::ok);
+  }
+  bool ok() const { return a && b && ms && md; }
+};
 
 }  // namespace
 
@@ -44,11 +64,9 @@ TEST(PostPath, APostDoesNotWaitForTheDeviceLock) {
   bool inside = false, posted = false, posted_in_time = false;
   std::atomic<bool> armed{false};
   const auto test_thread = std::this_thread::get_id();
-  auto a = open_loop("postpath_a", 9740), b = open_loop("postpath_b", 9741);
-  ASSERT_TRUE(a && b);
-  Pd* pa = a->alloc_pd();
-  Pd* pb = b->alloc_pd();
-  Cq* acq = a->create_cq(64, [&] {
+  std::vector<std::uint8_t> src(2 * 64, 0x5A), dst(2 * 64, 0);
+  src[64] = 0xA5;
+  Two t("postpath", 9740, 64, src, dst, Access::local_write, [&] {
     // (never in the test's own thread: it would wait for itself)
     if (std::this_thread::get_id() == test_thread || !armed.exchange(false)) return;
     std::unique_lock lk(mu);
@@ -56,14 +74,12 @@ TEST(PostPath, APostDoesNotWaitForTheDeviceLock) {
     cv.notify_all();
     posted_in_time = cv.wait_for(lk, 5s, [&] { return posted; });
   });
-  Cq* bcq = b->create_cq(64, nullptr);
-  std::vector<std::uint8_t> src(2 * 64, 0x5A), dst(2 * 64, 0);
-  src[64] = 0xA5;
-  Mr *ms = nullptr, *md = nullptr;
-  ASSERT_EQ(a->reg_mr(pa, src.data(), src.size(), Access::local_read, ms), Status::ok);
-  ASSERT_EQ(b->reg_mr(pb, dst.data(), dst.size(), Access::local_write, md), Status::ok);
+  ASSERT_TRUE(t.ok());
+  auto &a = t.a, &b = t.b;
+  Cq *acq = t.acq, *bcq = t.bcq;
+  Mr *ms = t.ms, *md = t.md;
   std::vector<Qp*> qa, qb;
-  ASSERT_NO_FATAL_FAILURE(connect_qps(*a, *b, pa, pb, acq, bcq, 1, 64, 11, qa, qb));
+  ASSERT_NO_FATAL_FAILURE(connect_qps(*a, *b, t.pa, t.pb, acq, bcq, 1, 64, 11, qa, qb));
   for (std::uint64_t i = 0; i < 2; ++i) {
     const Sge s{b->query_mr(md).stag, reinterpret_cast<std::uintptr_t>(dst.data()) + i * 64, 64};
     ASSERT_EQ(b->post_recv(qb[0], RecvWr{i, {&s, 1}}), Status::ok);
@@ -104,18 +120,14 @@ TEST(PostPath, APostDoesNotWaitForTheDeviceLock) {
 TEST(PostPath, ACqThatOverflowsKeepsEveryCompletionInOrder) {
   // A CQ of 4 entries and 40 signaled Writes not polled until all are done: all 40 are there,
   // in posting order, after the ring's 4 (the rest waited behind it).
-  auto a = open_loop("postpath_c", 9742), b = open_loop("postpath_d", 9743);
-  ASSERT_TRUE(a && b);
-  Pd* pa = a->alloc_pd();
-  Pd* pb = b->alloc_pd();
-  Cq* acq = a->create_cq(4, nullptr);
-  Cq* bcq = b->create_cq(64, nullptr);
   std::vector<std::uint8_t> src(4096, 1), dst(4096, 0);
-  Mr *ms = nullptr, *md = nullptr;
-  ASSERT_EQ(a->reg_mr(pa, src.data(), src.size(), Access::local_read, ms), Status::ok);
-  ASSERT_EQ(b->reg_mr(pb, dst.data(), dst.size(), Access::remote_write, md), Status::ok);
+  Two t("postpath_cq", 9742, 4, src, dst, Access::remote_write);
+  ASSERT_TRUE(t.ok());
+  auto &a = t.a, &b = t.b;
+  Cq* acq = t.acq;
+  Mr *ms = t.ms, *md = t.md;
   std::vector<Qp*> qa, qb;
-  ASSERT_NO_FATAL_FAILURE(connect_qps(*a, *b, pa, pb, acq, bcq, 1, 64, 12, qa, qb));
+  ASSERT_NO_FATAL_FAILURE(connect_qps(*a, *b, t.pa, t.pb, acq, t.bcq, 1, 64, 12, qa, qb));
   constexpr std::uint64_t kWrites = 40;
   for (std::uint64_t i = 0; i < kWrites; ++i) {
     const Sge s{a->query_mr(ms).stag, reinterpret_cast<std::uintptr_t>(src.data()) + i * 100, 100};
@@ -159,19 +171,15 @@ TEST(PostPath, ThreadsThatPostAndPollAtOnceLoseNothing) {
   // Send completes once, each thread's in its order, with its data. Run under TSan (label
   // component) for the memory orders.
   constexpr std::size_t kQps = 4, kThreads = 8, kPerThread = 400, kRecvs = 128, kMsg = 64, kSlots = 1024;
-  auto a = open_loop("postpath_e", 9744), b = open_loop("postpath_f", 9745);
-  ASSERT_TRUE(a && b);
-  Pd* pa = a->alloc_pd();
-  Pd* pb = b->alloc_pd();
-  Cq* acq = a->create_cq(16, nullptr);
-  Cq* bcq = b->create_cq(64, nullptr);
   std::vector<std::uint8_t> src(kThreads * kSlots * kMsg), dst(kQps * kRecvs * kMsg, 0);
-  Mr *ms = nullptr, *md = nullptr;
-  ASSERT_EQ(a->reg_mr(pa, src.data(), src.size(), Access::local_read, ms), Status::ok);
-  ASSERT_EQ(b->reg_mr(pb, dst.data(), dst.size(), Access::local_write, md), Status::ok);
+  Two two("postpath_mt", 9744, 16, src, dst, Access::local_write);
+  ASSERT_TRUE(two.ok());
+  auto &a = two.a, &b = two.b;
+  Cq *acq = two.acq, *bcq = two.bcq;
+  Mr *ms = two.ms, *md = two.md;
   const std::uint32_t lkey_a = a->query_mr(ms).stag, lkey_b = b->query_mr(md).stag;
   std::vector<Qp*> qa, qb;
-  ASSERT_NO_FATAL_FAILURE(connect_qps(*a, *b, pa, pb, acq, bcq, kQps, 64, 13, qa, qb));
+  ASSERT_NO_FATAL_FAILURE(connect_qps(*a, *b, two.pa, two.pb, acq, bcq, kQps, 64, 13, qa, qb));
   const auto recv_sge = [&](std::size_t q, std::size_t k) {
     return Sge{lkey_b, reinterpret_cast<std::uintptr_t>(dst.data()) + (q * kRecvs + k) * kMsg, kMsg};
   };
