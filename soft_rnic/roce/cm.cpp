@@ -451,8 +451,9 @@ Status Roce::disconnect(Qp& qp, bool graceful) {
     return Status::ok;
   }
   if (graceful && qp.state == QpState::rts && qp.cm == CmPhase::connected) {
-    // What was posted goes first; the DREQ follows once it is acknowledged (send_queue_drained).
-    qp.state = QpState::closing;
+    // What was posted goes first (Reads waiting for an ORD slot are issued as earlier ones
+    // complete: the QP stays in RTS meanwhile, as on the other wires); the DREQ follows once
+    // everything is acknowledged (send_queue_drained).
     qp.cm = CmPhase::disconnecting;
     if (qp.sq_wait.empty()) send_queue_drained(qp);
     return Status::ok;
@@ -473,7 +474,8 @@ void Roce::send_queue_drained(Qp& qp) {
     close_qp(qp, CmEventType::disconnected, "the peer disconnected");
     return;
   }
-  if (s.cm == CmState::idle) {  // out-of-band: no DREQ
+  if (qp.state == QpState::rts) qp.state = QpState::closing;  // ours, all acknowledged: the close begins
+  if (s.cm == CmState::idle) {                                // out-of-band: no DREQ
     close_qp(qp, CmEventType::disconnected, "disconnected");
     return;
   }

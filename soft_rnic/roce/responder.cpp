@@ -246,7 +246,7 @@ void Roce::send_responses(Qp& qp) {
     p.psn = static_cast<std::uint32_t>(j.psn & w::kPsnMask);
     p.syndrome = w::kAethAck | w::kAethNoCredit;
     p.msn = s.msn;
-    if (!send_packet(qp, p, j.src, j.off, len, qp.init.pd)) {
+    if (!send_packet(qp, p, j.src, j.off, len, qp.init.pd, /*copy=*/true)) {
       nak(qp, w::kNakRemoteOperation, j.psn, Error::local_catastrophic,
           "an RDMA Read source's registered memory is gone");
       return;

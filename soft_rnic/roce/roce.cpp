@@ -209,7 +209,7 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
 }
 
 bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint64_t off, std::uint32_t len,
-                       const Pd* pd) {
+                       const Pd* pd, bool copy) {
   if (tx_n_ == kTxBatch) flush_tx();
   TxSlot& slot = tx_slots_[tx_n_];
   auto& hdr = slot.hdr;
@@ -219,6 +219,14 @@ bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint6
     const auto g = gather(ctx_, pd, *sgl, off, len, slot.gathered);
     if (!g) return false;
     body = *g;
+    if (copy && body.data() != slot.gathered.data()) {
+      slot.gathered.resize(len);
+      if (!guarded_copy(slot.gathered.data(), body.data(), len)) {
+        ctx_.ctr.memory_faults++;
+        return false;
+      }
+      body = {slot.gathered.data(), len};
+    }
   }
   const std::size_t pad = w::pad_of(len);
   auto& tail = slot.tail;
@@ -249,9 +257,14 @@ bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint6
 }
 
 void Roce::flush_tx() {
-  // (What the netdev could not take, a full socket, is lost as a drop on the wire would be: the
-  // requester's ACK timeout and the peer's sequence checks recover it.)
-  if (tx_n_) nd_.tx_burst({tx_batch_.data(), tx_n_});
+  // A frame the netdev cannot take now (its socket is full) is lost as a drop on the wire would
+  // be (the requester's ACK timeout and the peer's sequence checks recover it), but only that
+  // frame: the rest of the batch, other QPs' frames and ACKs among them, still goes.
+  std::size_t done = 0;
+  while (done < tx_n_) {
+    done += nd_.tx_burst({tx_batch_.data() + done, tx_n_ - done});
+    if (done < tx_n_) ++done;  // (the frame refused)
+  }
   tx_n_ = 0;
 }
 

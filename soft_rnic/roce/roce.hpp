@@ -235,10 +235,13 @@ class Roce final : public Transport, public engine::Pollable {
 
   // roce.cpp
   void handle_packet(NetAddr from, std::span<const std::uint8_t> d);
-  // Sends one packet: `p`'s headers, then `len` payload bytes of `sgl` from `off` (read from
-  // registered memory now). False when that memory is gone.
+  // Sends one packet (into the transmit batch): `p`'s headers, then `len` payload bytes of `sgl`
+  // from `off`, its ICRC computed from registered memory now. False when that memory is gone.
+  // `copy`: the payload is copied into the batch now rather than read again when the batch
+  // leaves (a Read Response: nothing keeps the responder's memory still until then, and bytes
+  // that change after the ICRC make a packet the peer drops).
   bool send_packet(Qp& qp, const wire::roce::Packet& p, const SglRef& sgl, std::uint64_t off, std::uint32_t len,
-                   const Pd* pd);
+                   const Pd* pd, bool copy = false);
   void flush_acks();
   void timers(Clock::time_point now);
   void rearm(Qp& qp);

@@ -192,6 +192,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   Status bind_mw(Qp* qp, Mr* mw, Mr* mr, std::uint64_t addr, std::uint64_t length, Access access, std::uint64_t wr_id,
                  bool signaled) override {
     std::lock_guard lk(mu_);
+    take_posts(*qp);  // (this QP's posts first: device_lock.hpp)
     if (qp->state != QpState::rts || qp->cm != CmPhase::connected) return Status::invalid_state;
     if (mw->pd != qp->init.pd) return Status::protection_violation;
     if (!reserve(qp->sq_used, qp->init.max_send_wr)) return Status::insufficient_resources;
@@ -295,6 +296,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   Status destroy_qp(Qp* qp) override {
     std::lock_guard lk(mu_);
     if (!qp || !ctx_.qps.count(qp->qpn)) return Status::invalid_param;
+    take_posts(*qp);  // (this QP's posts first: device_lock.hpp)
     qp->transport->destroy(*qp);
     // Its work requests go with it (no completions for a QP that no longer exists).
     for (auto& r : qp->rq) {
@@ -323,11 +325,13 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   }
   std::pair<bool, bool> qp_idle(const Qp* qp) const override {
     std::lock_guard lk(mu_);
+    take_posts_of(qp);
     return {qp->rq_allocated == 0, qp->sq.empty()};
   }
 
   Status reset_qp(Qp* qp) override {
     std::lock_guard lk(mu_);
+    take_posts(*qp);  // (this QP's posts first: device_lock.hpp)
     if (qp->cm != CmPhase::none && qp->cm != CmPhase::closed) return Status::invalid_state;
     reset(*qp);
     return Status::ok;
@@ -344,6 +348,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
 
   Status modify_qp(Qp* qp, QpState to) override {
     std::lock_guard lk(mu_);
+    take_posts(*qp);  // (this QP's posts first: device_lock.hpp)
     if (!qp_transition_allowed(qp->state, to)) return Status::invalid_state;
     if (to == QpState::error) {
       close_qp(*qp, std::nullopt, "");
@@ -382,6 +387,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   }
   Status disconnect(Qp* qp, bool graceful) override {
     std::lock_guard lk(mu_);
+    take_posts(*qp);  // (this QP's posts first: device_lock.hpp)
     return qp->transport->disconnect(*qp, graceful);
   }
 
@@ -545,6 +551,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
 
   RecvCounts recv_counts(const Qp* qp) const override {
     std::lock_guard lk(mu_);  // one snapshot: count and span under the same lock
+    take_posts_of(qp);
     return RecvCounts{qp->rq_allocated, static_cast<std::uint32_t>(qp->rq.size())};
   }
 
@@ -580,6 +587,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
 
   Status set_recv_watermarks(Qp* qp, std::uint32_t soft, std::uint32_t hard) override {
     std::lock_guard lk(mu_);
+    take_posts(*qp);  // (this QP's posts first: device_lock.hpp)
     qp->soft_hw = soft;
     qp->hard_hw = hard;
     qp->soft_hw_armed = soft != kNoWatermark;
@@ -660,6 +668,9 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
       take_posts(*qp);
     }
   }
+  // A verb about one QP takes its posts in first (device_lock.hpp): what the QP holds is state the
+  // device lock guards, so a const verb may.
+  void take_posts_of(const Qp* qp) const { const_cast<DeviceImpl*>(this)->take_posts(*const_cast<Qp*>(qp)); }
   // One QP's posts: its receives first (a reply to one of its sends may need them).
   void take_posts(Qp& qp) {
     PostRings* r = qp.posted.load(std::memory_order_acquire);

@@ -439,6 +439,31 @@ TEST_F(RoceCm, ConnectSendDisconnect) {
   cm_connect({1}, {2});
 }
 
+TEST_F(RoceCm, AGracefulDisconnectIssuesTheReadsWaitingForTheOrdFirst) {
+  // 12 RDMA Reads with an ORD of 8, and a graceful disconnect at once: the 4 waiting for an ORD
+  // slot go out as the first complete, all 12 complete, then the connection closes. (The QP went
+  // to CLOSING at the disconnect, where waiting requests are never issued: the 4 and the DREQ
+  // waited for ever.)
+  open();
+  cm_connect({1}, {2});
+  fill(b.buf, 0, 12 * 4096, 3);
+  for (std::uint64_t i = 0; i < 12; ++i)
+    ASSERT_EQ(a.post(SendOpcode::rdma_read, i, i * 4096, 4096, b.stag(), b.addr(i * 4096)), Status::ok);
+  ASSERT_EQ(a.dev->disconnect(a.qp, true), Status::ok);
+  for (std::uint64_t i = 0; i < 12; ++i) {
+    Wc wc;
+    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc)) << "read " << i;
+    EXPECT_EQ(wc.wr_id, i);
+    EXPECT_EQ(wc.status, WcStatus::success) << to_string(wc.status);
+  }
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data(), 12 * 4096), 0);
+  CmEvent ev;
+  ASSERT_TRUE(a.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::disconnected) << ev.reason;
+  ASSERT_TRUE(b.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::disconnected) << ev.reason;
+}
+
 TEST_F(RoceCm, RejectCarriesPrivateData) {
   open();
   ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),

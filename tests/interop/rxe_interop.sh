@@ -62,12 +62,16 @@ case $role in softrnic_client|softrnic_server) ;; *) usage;; esac
 
 HOST_IP=10.99.1.1 GUEST_IP=10.99.1.2
 tool_timeout=${INTEROP_TOOL_TIMEOUT:-120}
+# softrnic_rc_pingpong's local ACK timeout: 537 ms (17), not ibv_rc_pingpong's 67 ms. The TCG
+# referee stalls for up to ~0.65 s now and then: eight tries of 67 ms did not bridge a 0.55 s stall
+# once (all of rxe's ACKs came in one burst just after softrnic's QP broke on the retry limit).
+rcpp_timeout=17
 case $tool in
   rc_pingpong)
     n=200 size=4096
     srv="ibv_rc_pingpong -d rxe0 -g \$RXE_GID_IDX -s $size -n $n -c"
     cli="$srv ADDR"
-    h_srv="$build/tools/softrnic_rc_pingpong --local $HOST_IP -s $size -n $n -c"
+    h_srv="$build/tools/softrnic_rc_pingpong --local $HOST_IP -s $size -n $n -c -t $rcpp_timeout"
     h_cli="$h_srv ADDR"
     srv_ready_port=18515
     h_ready_line='waiting on TCP port'
@@ -82,7 +86,7 @@ case $tool in
     n=200 size=4096
     srv="ibv_rc_pingpong -d rxe0 -g \$RXE_GID_IDX -s $size -n $n -c"
     cli="$srv ADDR"
-    h_srv="$build/tools/softrnic_rc_pingpong --local $HOST_IP -s $size -n $n -c --impair drop=0.02,reorder=8,seed=7"
+    h_srv="$build/tools/softrnic_rc_pingpong --local $HOST_IP -s $size -n $n -c -t $rcpp_timeout --impair drop=0.02,reorder=8,seed=7"
     h_cli="$h_srv ADDR"
     srv_ready_port=18515
     h_ready_line='waiting on TCP port'

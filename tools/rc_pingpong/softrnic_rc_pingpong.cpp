@@ -50,7 +50,8 @@ struct Options {
   bool chk = false;
   int gid_idx = -1;
   std::string dev;
-  std::string impair;  // an impairment plan on what softrnic sends ("drop=0.02,reorder=8,seed=1")
+  std::string impair;         // an impairment plan on what softrnic sends ("drop=0.02,reorder=8,seed=1")
+  std::uint8_t timeout = 14;  // local ACK timeout, 4.096 us * 2^timeout (ibv_rc_pingpong's 14: 67 ms)
 };
 
 std::string gid_hex(std::uint32_t ip) {
@@ -109,6 +110,7 @@ class PingPong {
     cfg.netdev.ip = o_.local;
     cfg.netdev.port = 4791;
     cfg.roce.mtu = o_.mtu;
+    cfg.roce.timeout = o_.timeout;
     std::string e;
     if (!o_.impair.empty() && !netdev::parse_impair(o_.impair, ',', cfg.netdev.impair, e))
       return fail("--impair: " + e);
@@ -337,6 +339,9 @@ int main(int argc, char** argv) {
   app.add_option("-g,--gid-idx", o.gid_idx, "accepted for ibv_rc_pingpong's command line (softrnic has one GID)");
   app.add_option("-d,--ib-dev", o.dev, "accepted for ibv_rc_pingpong's command line");
   app.add_option("--impair", o.impair, "impairment plan on what softrnic sends (drop=P,dup=P,reorder=N,seed=S)");
+  app.add_option("-t,--timeout", o.timeout,
+                 "local ACK timeout, 4.096 us * 2^N (default 14: 67 ms, ibv_rc_pingpong's; 7 retries follow)")
+      ->check(CLI::Range(1, 31));
   CLI11_PARSE(app, argc, argv);
   return PingPong(o).run();
 }
