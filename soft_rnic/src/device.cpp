@@ -445,17 +445,18 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
     if (wr.sgl.size() > qp->init.max_sge) return Status::invalid_param;
     if (!reserve(qp->sq_used, qp->init.max_send_wr)) return Status::insufficient_resources;
     std::unique_lock lk(mu_, std::try_to_lock);
-    PostedSend p;  // (what the checks find: the total, the sink's access)
+    std::uint64_t total = 0;
+    Access sink_access = Access::local_write;
     {
       std::shared_lock<MrLock> ml;  // (the device lock keeps the MR table as it is)
       if (!lk.owns_lock()) ml = std::shared_lock(ctx_.mrs_mu);
-      if (const Status e = check_send(*qp, wr, p.total, p.sink_access); e != Status::ok) {
+      if (const Status e = check_send(*qp, wr, total, sink_access); e != Status::ok) {
         sq_retire(*qp);
         return e;
       }
     }
     if (lk.owns_lock()) {
-      take_send(*qp, wr, p.total, p.sink_access);
+      take_send(*qp, wr, total, sink_access);
       return Status::ok;
     }
     {
@@ -464,8 +465,8 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
       slot.wr = wr;
       slot.sges.assign(wr.sgl.begin(), wr.sgl.end());
       slot.wr.sgl = {slot.sges.data(), slot.sges.size()};
-      slot.total = p.total;
-      slot.sink_access = p.sink_access;
+      slot.total = total;
+      slot.sink_access = sink_access;
       qp->own_posted->send.publish();
     }
     queue_posts(*qp);
