@@ -338,6 +338,13 @@ ItemResult parse_netdev_item(std::string_view key, std::string_view val, NetdevC
     ok = parse_uint<std::uint32_t>(val, 100, 600000, d.link_timeout_ms);
   } else if (key == "dpdk_udp_csum") {
     ok = parse_bool(val, d.check_udp_checksum);
+  } else if (key == "dpdk_tx_udp_csum") {
+    ok = val == "auto" || val == "sw" || val == "0";
+    if (!ok) {
+      error = "bad value '" + printable(val) + "' for dpdk_tx_udp_csum (want auto, sw or 0)";
+      return ItemResult::bad;
+    }
+    d.tx_udp_csum = val == "auto" ? TxUdpCsum::automatic : val == "sw" ? TxUdpCsum::software : TxUdpCsum::zero;
   } else if (key == "mac") {
     eth::Mac m;
     ok = eth::parse_mac(val, m) && !m.is_multicast() && !m.is_zero();

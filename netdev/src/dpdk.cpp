@@ -544,6 +544,14 @@ class DpdkNetdev final : public Netdev {
     // af_packet likewise carries frames up to its framesz (checked against the mtu too).
     const bool soft_mtu = !memif_socket_.empty() || port_name_.rfind("net_af_packet", 0) == 0;
     if (soft_mtu && mtu_ + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen) conf.rxmode.mtu = 0;
+    // The UDP checksum: the port's offload where it has one (and "auto" or nothing else was asked).
+    const bool offload = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
+    switch (d.tx_udp_csum) {
+      case TxUdpCsum::automatic: udp_csum_ = offload ? eth::UdpCsum::partial : eth::UdpCsum::zero; break;
+      case TxUdpCsum::software: udp_csum_ = eth::UdpCsum::full; break;
+      case TxUdpCsum::zero: udp_csum_ = eth::UdpCsum::zero; break;
+    }
+    if (udp_csum_ == eth::UdpCsum::partial) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
     if (conf.intr_conf.rxq && rte_eth_dev_configure(port_, 1, 1, &conf) != 0) conf.intr_conf.rxq = 0;
     if (int r = conf.intr_conf.rxq ? 0 : rte_eth_dev_configure(port_, 1, 1, &conf); r != 0) {
       error = "rte_eth_dev_configure(port " + port_name_ + ", mtu " + std::to_string(mtu_) + "): " + std::strerror(-r) +
@@ -698,7 +706,10 @@ class DpdkNetdev final : public Netdev {
             " requests sent, " + a(c_.arp_rep_tx) + " replies sent, " + a(c_.arp_req_rx) + " requests received, " +
             a(c_.arp_rep_rx) + " replies received, " + a(c_.arp_queued) + " frames queued, " + a(c_.arp_queue_drops) +
             " queue drops, " + a(c_.arp_failed) + " resolutions failed; rx interrupts " +
-            (intr_fd_ >= 0 ? "on" : "off (polling with back-off)"));
+            (intr_fd_ >= 0 ? "on" : "off (polling with back-off)") + "; udp checksum sent " +
+            (udp_csum_ == eth::UdpCsum::partial ? "by the port's offload"
+             : udp_csum_ == eth::UdpCsum::full  ? "computed in software"
+                                                : "as 0"));
   }
 
   // Whether the TSC reading `then` is less than `d` ago (the TSC, not the clock: readings are taken
@@ -742,7 +753,13 @@ class DpdkNetdev final : public Netdev {
     if (flen > eth::kUdpHeaders + len) std::memset(q, 0, flen - eth::kUdpHeaders - len);
     const eth::UdpFrameAddrs a{mac_, dst_mac, {ip_, from_port ? from_port : udp_port_}, to};
     // (RoCEv2: IP ID 0, as a kernel socket sends DF datagrams: the ICRC covers it.)
-    eth::write_udp_headers(p, a, id_zero_ ? 0 : ip_id_++, {std::span<const std::uint8_t>(p + eth::kUdpHeaders, len)});
+    eth::write_udp_headers(p, a, id_zero_ ? 0 : ip_id_++, {std::span<const std::uint8_t>(p + eth::kUdpHeaders, len)},
+                           udp_csum_);
+    if (udp_csum_ == eth::UdpCsum::partial) {
+      m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;  // (the IPv4 header's is ours)
+      m->l2_len = eth::kEthHdr;
+      m->l3_len = eth::kIpv4Hdr;
+    }
     m->hash.usr = static_cast<std::uint32_t>(len);
     if (pcap_) pcap_->write(std::span<const std::uint8_t>(p, flen));
     return m;
@@ -950,7 +967,8 @@ class DpdkNetdev final : public Netdev {
   rte_mbuf* stash_[kBurst] = {};
   std::uint16_t stash_n_ = 0, stash_pos_ = 0;
   std::uint16_t ip_id_ = 1;
-  bool id_zero_ = false;  // NetdevConfig::dont_fragment: every datagram with IP ID 0
+  bool id_zero_ = false;                        // NetdevConfig::dont_fragment: every datagram with IP ID 0
+  eth::UdpCsum udp_csum_ = eth::UdpCsum::zero;  // what build_udp writes (dpdk_tx_udp_csum, the port's offload)
   std::unordered_map<std::uint32_t, Neigh> neigh_;
   std::unordered_map<std::uint32_t, Pending> pending_;
   std::vector<std::uint8_t> scratch_;

@@ -117,10 +117,14 @@ void Checksum::add(std::span<const std::uint8_t> d) {
   }
 }
 
-std::uint16_t Checksum::finish() const {
+std::uint16_t Checksum::folded() const {
   std::uint64_t s = sum_;
   while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
-  return static_cast<std::uint16_t>(~s & 0xFFFF);
+  return static_cast<std::uint16_t>(s);
+}
+
+std::uint16_t Checksum::finish() const {
+  return static_cast<std::uint16_t>(~folded() & 0xFFFF);
 }
 
 std::uint16_t ipv4_header_checksum(std::span<const std::uint8_t> hdr) {
@@ -143,7 +147,7 @@ std::uint16_t udp_checksum(std::uint32_t src_ip, std::uint32_t dst_ip, std::span
 }
 
 void write_udp_headers(std::uint8_t* out, const UdpFrameAddrs& a, std::uint16_t ip_id,
-                       std::initializer_list<std::span<const std::uint8_t>> payload) {
+                       std::initializer_list<std::span<const std::uint8_t>> payload, UdpCsum csum) {
   std::size_t len = 0;
   for (auto part : payload) len += part.size();
   std::uint8_t* e = out;
@@ -167,7 +171,19 @@ void write_udp_headers(std::uint8_t* out, const UdpFrameAddrs& a, std::uint16_t 
   put16(u + 2, a.dst.port);
   put16(u + 4, static_cast<std::uint16_t>(kUdpHdr + len));
   put16(u + 6, 0);
-  put16(u + 6, udp_checksum(a.src.ip, a.dst.ip, {u, kUdpHdr}, payload));
+  switch (csum) {
+    case UdpCsum::full: put16(u + 6, udp_checksum(a.src.ip, a.dst.ip, {u, kUdpHdr}, payload)); break;
+    case UdpCsum::zero: break;
+    case UdpCsum::partial: {
+      Checksum c;
+      c.add32(a.src.ip);
+      c.add32(a.dst.ip);
+      c.add16(17);
+      c.add16(static_cast<std::uint16_t>(kUdpHdr + len));
+      put16(u + 6, c.folded());
+      break;
+    }
+  }
 }
 
 std::size_t write_arp_frame(std::uint8_t* out, const Mac& eth_dst, const Arp& arp) {

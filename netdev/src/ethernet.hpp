@@ -45,6 +45,9 @@ class Checksum {
   void add32(std::uint32_t v) { sum_ += (v >> 16) + (v & 0xFFFF); }
   // The one's-complement of the folded sum, as it goes on the wire (host order value).
   std::uint16_t finish() const;
+  // The folded sum itself, not complemented: what a checksum offload starts from (DPDK's
+  // RTE_MBUF_F_TX_UDP_CKSUM wants the pseudo-header's sum in the checksum field).
+  std::uint16_t folded() const;
 
  private:
   std::uint64_t sum_ = 0;
@@ -62,10 +65,18 @@ struct UdpFrameAddrs {
   NetAddr src, dst;
 };
 
+// What goes in the UDP checksum field.
+enum class UdpCsum : std::uint8_t {
+  full,     // computed over the pseudo-header, the header and the payload
+  zero,     // 0, "no checksum" (RFC 768; IPv4 only): rxe sends RoCEv2 so
+  partial,  // the pseudo-header's folded sum, for the port's checksum offload to complete
+};
+
 // Writes Ethernet + IPv4 (DF, TTL 64, id) + UDP headers (42 bytes) for a datagram of the given
-// payload pieces, with both checksums computed. `out` must hold kUdpHeaders bytes.
+// payload pieces, with the IPv4 header checksum and the UDP checksum as `csum` says. `out` must
+// hold kUdpHeaders bytes.
 void write_udp_headers(std::uint8_t* out, const UdpFrameAddrs& a, std::uint16_t ip_id,
-                       std::initializer_list<std::span<const std::uint8_t>> payload);
+                       std::initializer_list<std::span<const std::uint8_t>> payload, UdpCsum csum = UdpCsum::full);
 
 enum class ArpOp : std::uint16_t { request = 1, reply = 2 };
 struct Arp {

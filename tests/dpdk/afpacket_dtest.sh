@@ -9,7 +9,8 @@
 #    channel runs between the kernel addresses 10.77.0.1 and 10.77.0.2.
 # Both runs are captured with dumpcap on the namespace-B veth end (checksum offload off on both
 # ends, so every frame holds its real checksums) and validated with the shared wirecheck
-# validate.py (no malformed frame, IPv4 and UDP checksums verified) and tools/wirecheck_softrnic.py
+# validate.py (no malformed frame, IPv4 and UDP checksums verified: the dpdk side computes its
+# UDP checksums here, dpdk_tx_udp_csum=sw, where af_packet has no offload) and tools/wirecheck_softrnic.py
 # (our framing decoded, CRC32c good); a copy with one IPv4 header byte flipped must fail.
 #
 #   afpacket_dtest.sh BUILD_DIR HAVE_DPDK NETDEV_PING      exit 77 = skipped (root, DPDK, tools)
@@ -55,7 +56,7 @@ for pair in "$NS_A $IF_A" "$NS_B $IF_B"; do
 done
 export DAT_OVERRIDE=$build/dat.conf SOFTRNIC_STATS=1
 # MTU 8000 (veth 9000): af_packet needs TPACKET frames that hold it; the kernel side's datagrams match
-dpdk_nd="netdev=dpdk ip=10.77.0.11 dpdk_vdev=net_af_packet0;iface=$IF_A;framesz=8192;blocksz=8192 mtu=8000 dpdk_lcore=1 dpdk_prefix=${tag}_d"
+dpdk_nd="netdev=dpdk ip=10.77.0.11 dpdk_vdev=net_af_packet0;iface=$IF_A;framesz=8192;blocksz=8192 mtu=8000 dpdk_lcore=1 dpdk_tx_udp_csum=sw dpdk_prefix=${tag}_d"
 kern_nd="netdev=udp ip=10.77.0.2 port=5041 max_datagram=7972"
 
 cap=$tmp/afpacket.pcap

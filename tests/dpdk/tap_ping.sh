@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The dpdk netdev on net_tap (rx interrupts: wait_rx sleeps in the kernel) against the udp netdev
-# on the tap's kernel side, both inside a network namespace of our own: netdev_ping with ARP.
+# The dpdk netdev on net_tap (rx interrupts: wait_rx sleeps in the kernel; UDP checksums by the
+# port's offload) against the udp netdev on the tap's kernel side, both inside a network
+# namespace of our own: netdev_ping with ARP.
 #
 #   tap_ping.sh HAVE_DPDK NETDEV_PING        exit 77 = skipped (root, DPDK)
 set -uo pipefail
@@ -32,4 +33,8 @@ wait "$cli"
 grep -hE "netdev_ping|softrnic:|FAIL" "$tmp/client.log" "$tmp/server.log"
 grep -q "netdev_ping: PASSED" "$tmp/client.log" && grep -q "netdev_ping: PASSED" "$tmp/server.log" || { echo "FAIL"; exit 1; }
 grep -q "rx interrupts on" "$tmp/client.log" || { echo "FAIL: the tap port did not use rx interrupts"; exit 1; }
+# net_tap offers UDP checksum offload, and the kernel on the other side checks every checksum it
+# gets: the datagrams above went out with the pseudo-header sum for the port to finish.
+grep -q "udp checksum sent by the port's offload" "$tmp/client.log" ||
+  { echo "FAIL: the tap port's UDP checksum offload was not used"; exit 1; }
 echo "PASSED"

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -105,6 +106,36 @@ TEST(Ethernet, UdpHeadersMatchIndependentBuilder) {
   EXPECT_EQ(e::parse_frame(bad, false).kind, e::FrameKind::not_ipv4);
 }
 
+TEST(Ethernet, UdpChecksumZeroAndPartialForOffload) {
+  std::uint32_t a = 0, b = 0;
+  ASSERT_TRUE(parse_ipv4("10.78.0.1", a));
+  ASSERT_TRUE(parse_ipv4("10.78.0.2", b));
+  const e::UdpFrameAddrs addrs{e::mac_from_ip(a), e::mac_from_ip(b), {a, 5041}, {b, 4791}};
+  std::vector<std::uint8_t> payload(1001);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  std::uint8_t full[e::kUdpHeaders], zero[e::kUdpHeaders], partial[e::kUdpHeaders];
+  e::write_udp_headers(full, addrs, 9, {payload}, e::UdpCsum::full);
+  e::write_udp_headers(zero, addrs, 9, {payload}, e::UdpCsum::zero);
+  e::write_udp_headers(partial, addrs, 9, {payload}, e::UdpCsum::partial);
+  // Everything but the UDP checksum field (bytes 40-41) is the same.
+  EXPECT_EQ(std::memcmp(full, zero, 40), 0);
+  EXPECT_EQ(std::memcmp(full, partial, 40), 0);
+  EXPECT_EQ(zero[40], 0);
+  EXPECT_EQ(zero[41], 0);
+  EXPECT_NE(full[40] | full[41], 0);
+  // What a port's offload does with the partial field (DPDK's RTE_MBUF_F_TX_UDP_CKSUM: sum the
+  // UDP header, field included, and the payload, and complement) gives the full checksum.
+  e::Checksum hw;
+  hw.add({partial + 34, e::kUdpHdr});
+  hw.add(payload);
+  const std::uint16_t done = hw.finish() == 0 ? 0xFFFF : hw.finish();
+  EXPECT_EQ(done, (full[40] << 8) | full[41]);
+  // A frame with checksum 0 is taken even by a receiver that checks UDP checksums.
+  std::vector<std::uint8_t> frame(zero, zero + e::kUdpHeaders);
+  frame.insert(frame.end(), payload.begin(), payload.end());
+  EXPECT_EQ(e::parse_frame(frame, true).kind, e::FrameKind::udp);
+}
+
 TEST(Ethernet, UdpChecksumZeroIsSentAsFfff) {
   // Find a payload whose checksum computes to 0 and check it goes out as 0xFFFF (RFC 768).
   std::uint8_t udp[8] = {0x13, 0xb1, 0x13, 0xb2, 0x00, 0x0a, 0x00, 0x00};
@@ -201,7 +232,8 @@ TEST(NetdevConfig, DpdkKeys) {
                             {"neigh", "10.78.0.2@02:00:00:00:00:02;10.78.0.3@02:00:00:00:00:03"},
                             {"neigh", "10.78.0.4@02:00:00:00:00:04"},
                             {"pcap", "/tmp/x.pcap"},
-                            {"dpdk_link_timeout_ms", "2000"}});
+                            {"dpdk_link_timeout_ms", "2000"},
+                            {"dpdk_tx_udp_csum", "sw"}});
   EXPECT_EQ(c.kind, "dpdk");
   EXPECT_EQ(c.dpdk.vdev, "net_memif0,role=server,socket=/tmp/x/memif.sock");
   EXPECT_EQ(c.dpdk.eal, (std::vector<std::string>{"--log-level=debug", "-n", "4"}));
@@ -214,6 +246,9 @@ TEST(NetdevConfig, DpdkKeys) {
   EXPECT_EQ(c.dpdk.mtu, 9000u);
   EXPECT_EQ(c.dpdk.neigh.size(), 3u);
   EXPECT_EQ(c.pcap, "/tmp/x.pcap");
+  EXPECT_EQ(c.dpdk.tx_udp_csum, TxUdpCsum::software);
+  EXPECT_EQ(parse_all({{"netdev", "dpdk"}}).dpdk.tx_udp_csum, TxUdpCsum::automatic);
+  EXPECT_EQ(parse_all({{"netdev", "dpdk"}, {"dpdk_tx_udp_csum", "0"}}).dpdk.tx_udp_csum, TxUdpCsum::zero);
   std::string err;
   ASSERT_TRUE(validate_dpdk_config(c, err)) << err;
   std::vector<std::string> args;
@@ -259,6 +294,7 @@ TEST(NetdevConfig, ItemErrorsNameTheItem) {
       {"neigh", "10.0.0.1", "not IPv4@MAC"},
       {"neigh", "10.0.0.1@02:00:00:00:00:01;x", "'x' is not IPv4@MAC"},
       {"dpdk_vdev", "", "bad value '' for dpdk_vdev"},
+      {"dpdk_tx_udp_csum", "on", "bad value 'on' for dpdk_tx_udp_csum (want auto, sw or 0)"},
   };
   for (const auto& c : cases) {
     NetdevConfig cfg;

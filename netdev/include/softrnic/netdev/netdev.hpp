@@ -252,6 +252,15 @@ class StreamNetdev : public Waitable {
 struct NetdevConfig;
 std::unique_ptr<StreamNetdev> make_tcp_netdev(const NetdevConfig& cfg, std::string& error);
 
+// What the dpdk backend puts in a sent datagram's UDP checksum (dpdk_tx_udp_csum=).
+enum class TxUdpCsum : std::uint8_t {
+  automatic,  // "auto": the port's checksum offload where it has one, else 0. Both wires carry
+              // their own end-to-end CRC (the framing's CRC32c, RoCEv2's ICRC), and rxe sends
+              // RoCEv2 with 0 too; a software sum is a second pass over every byte sent.
+  software,   // "sw": computed here over the whole datagram
+  zero,       // "0": always 0 ("no checksum", RFC 768)
+};
+
 // What the dpdk backend needs (netdev=dpdk). Grammar of the config keys: see parse_netdev_item.
 struct DpdkConfig {
   std::string vdev;              // devargs of the virtual device used as the port, e.g.
@@ -269,6 +278,7 @@ struct DpdkConfig {
   std::vector<std::string> neigh;  // static neighbours "IPv4@MAC"
   std::uint32_t link_timeout_ms = 5000;
   bool check_udp_checksum = false;  // drop received frames with a bad UDP checksum
+  TxUdpCsum tx_udp_csum = TxUdpCsum::automatic;
   friend bool operator==(const DpdkConfig&, const DpdkConfig&) = default;
 };
 
@@ -299,7 +309,8 @@ struct NetdevConfig {
 //   netdev=udp|loopback|dpdk  ip=A.B.C.D  port=N  port_fixed=0|1  max_datagram=N  udp_gso=0|1  pcap=FILE
 //   dpdk_vdev=DEVARGS  dpdk_pci=DEVARGS  dpdk_port=N  dpdk_eal=ARG;ARG  dpdk_lcore=N
 //   dpdk_prefix=NAME  dpdk_mem=MB  dpdk_huge=0|1  dpdk_rxd=N  dpdk_txd=N  dpdk_link_timeout_ms=N
-//   dpdk_udp_csum=0|1  mac=XX:XX:XX:XX:XX:XX  mtu=N  neigh=IPv4@MAC[;IPv4@MAC...] (repeatable)
+//   dpdk_udp_csum=0|1  dpdk_tx_udp_csum=auto|sw|0  mac=XX:XX:XX:XX:XX:XX  mtu=N  neigh=IPv4@MAC[;IPv4@MAC...]
+//   (repeatable)
 // Returns `unknown` for keys that are not netdev keys; `bad` with `error` naming the item.
 enum class ItemResult { ok, unknown, bad };
 ItemResult parse_netdev_item(std::string_view key, std::string_view value, NetdevConfig& cfg, std::string& error);
