@@ -310,6 +310,7 @@ class DpdkNetdev final : public Netdev {
 
   std::size_t rx_burst(std::span<RxFrame> out) override {
     std::lock_guard lk(io_mu_);
+    release_lent();  // the caller is done with what the last call lent
     std::size_t got = 0;
     // Bounded: frames that are not ours (ARP, other traffic, a flood) are consumed here too, and
     // must not keep the caller in this loop.
@@ -323,8 +324,17 @@ class DpdkNetdev final : public Netdev {
         more = stash_n_ == kBurst;
       }
       rte_mbuf* m = stash_[stash_pos_++];
-      if (deliver(m, out[got])) ++got;
-      rte_pktmbuf_free(m);
+      switch (deliver(m, out[got])) {
+        case Delivered::no: rte_pktmbuf_free(m); break;
+        case Delivered::copied:
+          rte_pktmbuf_free(m);
+          ++got;
+          break;
+        case Delivered::lent:
+          lent_.push_back(m);  // freed at the next rx_burst
+          ++got;
+          break;
+      }
     }
     if (!pending_.empty()) service_arp(Clock::now());
     return got;
@@ -661,6 +671,7 @@ class DpdkNetdev final : public Netdev {
     if (!eal_up_) return;
     if (log::stats_wanted() && started_) print_stats();
     while (stash_pos_ < stash_n_) rte_pktmbuf_free(stash_[stash_pos_++]);
+    release_lent();
     // Frames just handed to the port may still sit in its ring (memif: in memory the peer reads
     // later, gone when the port closes): give the peer a moment after recent traffic.
     if (started_ && last_tx_tsc_ && within(last_tx_tsc_, kCloseDrain)) std::this_thread::sleep_for(kCloseDrain);
@@ -903,7 +914,16 @@ class DpdkNetdev final : public Netdev {
     }
   }
 
-  bool deliver(rte_mbuf* m, RxFrame& f) {
+  void release_lent() {
+    for (rte_mbuf* m : lent_) rte_pktmbuf_free(m);
+    lent_.clear();
+  }
+
+  enum class Delivered : std::uint8_t { no, copied, lent };
+  // A datagram in one segment is lent to the caller where the PMD put it (RxFrame::data: the
+  // mbuf stays ours until the next rx_burst), so the engine places it straight from the mbuf
+  // into registered memory; one in several segments is copied into the caller's buffer.
+  Delivered deliver(rte_mbuf* m, RxFrame& f) {
     const std::size_t len = rte_pktmbuf_pkt_len(m);
     const std::uint8_t* p;
     if (m->nb_segs == 1) {
@@ -917,33 +937,39 @@ class DpdkNetdev final : public Netdev {
     const eth::ParsedFrame pf = eth::parse_frame(frame, check_udp_);
     if (pf.kind == eth::FrameKind::arp) {
       handle_arp(pf.arp);
-      return false;
+      return Delivered::no;
     }
     if (pf.kind != eth::FrameKind::udp) {
       if (pf.kind == eth::FrameKind::not_ipv4 || pf.kind == eth::FrameKind::not_udp)
         c_.rx_not_ours++;
       else
         c_.rx_invalid++;
-      return false;
+      return Delivered::no;
     }
     if ((pf.dst_mac != mac_ && !pf.dst_mac.is_broadcast()) || pf.dst.ip != ip_) {
       c_.rx_not_ours++;
-      return false;
+      return Delivered::no;
     }
     if (pf.dst.port != udp_port_) {
       c_.rx_port_unreach++;
-      return false;
+      return Delivered::no;
     }
     if (pf.payload_len > f.cap) {
       stats_.rx_truncated++;
-      return false;
+      return Delivered::no;
     }
-    std::memcpy(f.buf, p + pf.payload_off, pf.payload_len);
+    Delivered how = Delivered::copied;
+    if (m->nb_segs == 1) {
+      f.data = p + pf.payload_off;
+      how = Delivered::lent;
+    } else {
+      std::memcpy(f.buf, p + pf.payload_off, pf.payload_len);
+    }
     f.len = pf.payload_len;
     f.from = pf.src;
     stats_.rx_frames++;
     stats_.rx_bytes += pf.payload_len;
-    return true;
+    return how;
   }
 
   // configuration
@@ -972,6 +998,7 @@ class DpdkNetdev final : public Netdev {
   std::unordered_map<std::uint32_t, Neigh> neigh_;
   std::unordered_map<std::uint32_t, Pending> pending_;
   std::vector<std::uint8_t> scratch_;
+  std::vector<rte_mbuf*> lent_;  // mbufs whose datagrams the last rx_burst lent (RxFrame::data)
   std::unique_ptr<PcapWriter> pcap_;
   // waiting
   std::atomic<bool> wake_{false}, sleeping_{false};

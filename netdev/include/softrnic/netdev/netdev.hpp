@@ -73,8 +73,8 @@ struct RxFrame {
   std::size_t cap = 0;
   std::size_t len = 0;  // filled by rx_burst
   // Set by a backend that hands over its own memory instead of copying into buf (udp: the
-  // datagrams of one coalesced UDP GRO receive): the datagram is there, valid until the next
-  // rx_burst. A caller reads bytes(), and clears data before it passes the entry in again.
+  // datagrams of one coalesced UDP GRO receive; dpdk: the received mbuf's data): the datagram is
+  // there, valid until the next rx_burst. A caller reads bytes(), and clears data before it passes the entry in again.
   const std::uint8_t* data = nullptr;
   std::span<const std::uint8_t> bytes() const { return {data ? data : buf, len}; }
   // Ready for the next rx_burst: its buffer's whole `capacity` again, nothing lent.
