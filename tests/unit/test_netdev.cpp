@@ -257,6 +257,76 @@ TEST(Impair, EachImpairmentDoesWhatItSays) {
 
 namespace {
 
+// A netdev that records what it is given, and refuses one frame when asked (a full socket).
+class RecordingNetdev final : public Netdev {
+ public:
+  std::vector<std::size_t> bursts;                                        // the size of each tx_burst call
+  std::vector<std::pair<std::vector<std::uint8_t>, std::uint16_t>> sent;  // bytes, from_port
+  std::size_t refuse_at = ~std::size_t{0};                                // the n-th frame overall is refused
+  NetAddr local_addr() const override { return {0x7f000001, 9}; }
+  std::size_t max_datagram() const override { return 65000; }
+  std::size_t tx_burst(std::span<const TxFrame> frames) override {
+    bursts.push_back(frames.size());
+    std::size_t i = 0;
+    for (; i < frames.size(); ++i) {
+      if (seen_++ == refuse_at) return i;
+      std::vector<std::uint8_t> b;
+      for (auto part : {frames[i].head, frames[i].body, frames[i].tail}) b.insert(b.end(), part.begin(), part.end());
+      sent.emplace_back(std::move(b), frames[i].from_port);
+    }
+    return i;
+  }
+  std::size_t rx_burst(std::span<RxFrame>) override { return 0; }
+  NetdevStats stats() const override { return {}; }
+  std::size_t rx_buffer_bytes() const override { return 1 << 20; }
+  void wait_rx(std::chrono::microseconds) override {}
+  void wake() override {}
+
+ private:
+  std::size_t seen_ = 0;
+};
+
+}  // namespace
+
+// A plan that holds nothing (drop, duplicate, corrupt: no reordering, no delay) hands what
+// survives to the netdev below in one burst, source ports kept, and a frame the netdev refuses
+// costs only that frame. (It copied every datagram and sent them one by one, so goodput under
+// loss measured the decorator more than the recovery.)
+TEST(Impair, APlanThatHoldsNothingSendsTheBurstOnWhole) {
+  auto rec = std::make_unique<RecordingNetdev>();
+  RecordingNetdev* r = rec.get();
+  r->refuse_at = 10;
+  ImpairPlan p;
+  p.drop = 0.2;
+  p.corrupt = 0.1;
+  auto nd = make_impaired(std::move(rec), p);
+  std::vector<std::array<std::uint8_t, 8>> data(64);
+  std::vector<TxFrame> frames;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    data[i].fill(static_cast<std::uint8_t>(i));
+    frames.push_back(TxFrame{{0x7f000001, 7}, {data[i].data(), 3}, {data[i].data() + 3, 5}, {}, 49152});
+  }
+  EXPECT_EQ(nd->tx_burst(frames), frames.size());
+  const ImpairStats st = nd->impair_stats();
+  const std::size_t survivors = frames.size() - st.dropped;
+  ASSERT_GT(st.dropped, 0u);
+  ASSERT_GT(st.corrupted, 0u);
+  ASSERT_GT(survivors, 11u);
+  EXPECT_EQ(r->bursts.front(), survivors) << "one burst of every survivor";
+  EXPECT_EQ(r->bursts.size(), 2u) << "and one more for those behind the refused frame";
+  EXPECT_EQ(r->sent.size(), survivors - 1) << "only the refused frame is lost";
+  std::size_t clean = 0;
+  for (const auto& [bytes, port] : r->sent) {
+    EXPECT_EQ(port, 49152);
+    ASSERT_EQ(bytes.size(), 8u);
+    clean += std::all_of(bytes.begin(), bytes.end(), [&](std::uint8_t b) { return b == bytes[0]; });
+  }
+  EXPECT_GE(clean + st.corrupted, r->sent.size());
+  EXPECT_LT(clean, r->sent.size());
+}
+
+namespace {
+
 // Sockets bound to 127.0.0.1:port (from /proc/net/udp), and how many of them are connected.
 std::pair<int, int> udp_sockets_on(std::uint16_t port) {
   std::FILE* f = std::fopen("/proc/net/udp", "r");
