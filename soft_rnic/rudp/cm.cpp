@@ -84,6 +84,7 @@ void Rudp::flush(Qp& qp) {
   c.backlog.clear();
   c.inflight.clear();
   c.inflight_bytes = 0;
+  c.sacked_frames = c.sacked_bytes = 0;
   leave_budget(qp);
 }
 

@@ -69,6 +69,10 @@ struct Conn final : iwarp::IwarpQp {
   Ring<SeqFrame> inflight;  // sent, not acknowledged
   Ring<SeqFrame> backlog;   // waiting for window
   std::size_t inflight_bytes = 0;
+  // Of those, what the peer acknowledged selectively (it has them): the window and the budget
+  // count only the rest (the "pipe" of RFC 6675), so a hole being repaired does not stop the
+  // stream behind it.
+  std::size_t sacked_frames = 0, sacked_bytes = 0;
   bool budget_waiting = false;     // its next frame waits for the device's budget (Rudp::budget_)
   std::size_t budget_charged = 0;  // what its frames in flight count in that budget
   bool local_error = false;        // a payload region vanished during transmission
@@ -281,7 +285,9 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   engine::TxBudget budget_;
   static constexpr std::size_t kFrameCharge = 1024;
   static std::size_t frame_charge(std::size_t len) { return len + kFrameCharge; }
-  static std::size_t in_flight_charge(const Conn& c) { return c.inflight_bytes + kFrameCharge * c.inflight.size(); }
+  static std::size_t in_flight_charge(const Conn& c) {
+    return c.inflight_bytes - c.sacked_bytes + kFrameCharge * (c.inflight.size() - c.sacked_frames);
+  }
   std::array<unsigned char, crypto_shorthash_KEYBYTES> cookie_key_{};
 };
 

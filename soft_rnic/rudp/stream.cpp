@@ -142,11 +142,16 @@ void Rudp::pump_waiters() {
       [&](std::uint32_t qpn) { pump_tx(*ctx_.qps.find(qpn)->second); });
 }
 
+// The window counts what is in flight and not selectively acknowledged (RFC 6675's pipe): the
+// peer has placed the rest, and it no longer fills the peer's socket buffer. What is in flight
+// in all never spans more sequence numbers than the peer's receive window accepts.
 void Rudp::pump_tx(Qp& qp) {
   Conn& c = conn(qp);
   bool sent = false;
-  while (!c.backlog.empty() && c.inflight.size() < ctx_.cfg.window &&
-         (c.inflight.empty() || c.inflight_bytes + c.backlog.front().len <= window_bytes_)) {
+  while (!c.backlog.empty() && c.inflight.size() - c.sacked_frames < ctx_.cfg.window &&
+         c.inflight.size() < RxWindow::kSize &&
+         (c.inflight.size() == c.sacked_frames ||
+          c.inflight_bytes - c.sacked_bytes + c.backlog.front().len <= window_bytes_)) {
     if (!budget_.allows(qp.qpn, frame_charge(c.backlog.front().len))) {
       budget_.wait(qp.qpn, c.budget_waiting);
       break;
@@ -513,14 +518,28 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
   // RACK from a resent frame only when this ack covers no frame sent once: an ack that also
   // covers originals may well be for the resent frame's original too (acks held up past the
   // RTO), and taking the resend's time would mark everything sent before it lost.
-  bool covers_original = false;
+  bool covers_original = false, newly_sacked = false;
   Clock::time_point resent_sent{};
   std::chrono::microseconds resent_rtt{0};
-  for (SeqFrame& f : c.inflight) {
-    bool covered = seq_lt(f.seq, ack);
-    for (const SackBlock& b : sack)
-      if (!seq_lt(f.seq, b.start) && seq_lt(f.seq, b.end)) covered = true;
-    if (covered && !f.sacked) {
+  // The frames in flight hold consecutive sequence numbers from the front's, so those this ack
+  // covers are found by offset (the cumulative part, then the SACK blocks in ascending order, as
+  // the checks below want them), not by a walk of the whole window for every ack.
+  const std::size_t n = c.inflight.size();
+  const std::uint32_t base = n ? c.inflight.front().seq : ack;
+  const auto offset = [&](std::uint32_t s) -> std::size_t {
+    return seq_lt(s, base) ? 0 : std::min<std::size_t>(n, s - base);
+  };
+  std::array<std::pair<std::size_t, std::size_t>, 1 + w::kMaxSackBlocks> ranges;
+  std::size_t nr = 0;
+  ranges[nr++] = {0, offset(ack)};
+  for (const SackBlock& b : sack.first(std::min(sack.size(), w::kMaxSackBlocks)))
+    ranges[nr++] = {offset(b.start), offset(b.end)};
+  std::sort(ranges.begin() + 1, ranges.begin() + static_cast<std::ptrdiff_t>(nr));
+  std::size_t cursor = 0;
+  for (std::size_t r = 0; r < nr; ++r) {
+    for (std::size_t i = std::max(ranges[r].first, cursor); i < ranges[r].second; ++i) {
+      SeqFrame& f = c.inflight[i];
+      if (f.sacked) continue;
       // (a frame another thread sent after `now` was read, acknowledged within the round: 0)
       const auto rtt = std::chrono::duration_cast<std::chrono::microseconds>(std::max(now - f.sent, Clock::duration{}));
       if (!f.retransmitted) slowest = std::max(slowest, rtt);
@@ -561,7 +580,11 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
         resent_rtt = rtt;
       }
       f.sacked = true;
+      c.sacked_frames++;
+      c.sacked_bytes += f.len;
+      newly_sacked = true;
     }
+    cursor = std::max(cursor, ranges[r].second);
   }
   if (!covers_original && resent_sent > c.rack_sent) {
     c.rack_sent = resent_sent;
@@ -570,9 +593,19 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
   if (slowest.count() >= 0) rtt_sample(c, slowest);
   // Selective acks tell of holes: RACK may now count frames before them lost, sooner than the RTO.
   if (!sack.empty()) rearm(qp);
-  if (!seq_lt(c.snd_una, ack)) return true;  // no new cumulative progress
+  if (!seq_lt(c.snd_una, ack)) {  // no new cumulative progress
+    if (newly_sacked) {           // but the window (and the budget) opened
+      budget_.track(c.budget_charged, in_flight_charge(c));
+      pump_waiters();
+      pump_tx(qp);
+    }
+    return true;
+  }
   while (!c.inflight.empty() && seq_lt(c.inflight.front().seq, ack)) {
+    // (every frame below the ack was marked sacked above)
     c.inflight_bytes -= c.inflight.front().len;
+    c.sacked_bytes -= c.inflight.front().len;
+    c.sacked_frames--;
     c.inflight.pop_front();
   }
   budget_.track(c.budget_charged, in_flight_charge(c));

@@ -38,12 +38,17 @@ struct Side {
   // Response reads `buf`).
   ~Side() { dev.reset(); }
 
-  void open(std::uint16_t port, std::size_t max_dgram = 1472, bool holding = false) {
+  // `window`, `rto`: the device's frames in flight per QP and its initial and minimum RTO (0:
+  // the defaults).
+  void open(std::uint16_t port, std::size_t max_dgram = 1472, bool holding = false, std::uint32_t window = 0,
+            std::chrono::milliseconds rto = {}) {
     DeviceConfig c;
     c.name = "loop" + std::to_string(port);
     c.netdev.kind = "loopback";
     c.netdev.port = port;
     c.netdev.max_datagram = max_dgram;
+    if (window) c.window = window;
+    if (rto.count()) c.initial_rto = c.min_rto = rto;
     std::string e;
     dev = holding ? softrnic::testing::open_holding(c, hold, e) : Device::open(c, e);
     ASSERT_TRUE(dev) << e;
@@ -72,14 +77,16 @@ struct Pair : ::testing::Test {
   static constexpr std::uint64_t kQual = 77;
   std::uint16_t base = 0;
 
-  bool hold_a = false;  // a's sends can be held (see HoldingAPair)
-  bool hold_b = false;  // b's sends can be held (see HoldingPair)
+  bool hold_a = false;                 // a's sends can be held (see HoldingAPair)
+  std::uint32_t window_a = 0;          // a's window (frames), 0: the default
+  std::chrono::milliseconds rto_a{0};  // a's initial and minimum RTO, 0: the default
+  bool hold_b = false;                 // b's sends can be held (see HoldingPair)
 
   void SetUp() override {
     static std::uint16_t next = 9000;
     base = next;
     next = static_cast<std::uint16_t>(next + 10);
-    a.open(base, 1472, hold_a);
+    a.open(base, 1472, hold_a, window_a, rto_a);
     b.open(static_cast<std::uint16_t>(base + 1), 1472, hold_b);
   }
 
@@ -731,6 +738,66 @@ TEST_F(HoldingAPair, ALostTailIsRecoveredAfterTheProbe) {
   EXPECT_EQ(0, std::memcmp(a.buf.data(), b.buf.data(), kN * 512));
   std::printf("tail loss of %u: %llu retransmissions, %llu of them by RACK after the probe\n", kLost,
               static_cast<unsigned long long>(ca.retransmits), static_cast<unsigned long long>(ca.rack_retransmits));
+}
+
+struct HoldingASmallWindowPair : HoldingAPair {
+  void SetUp() override {
+    window_a = 8;
+    rto_a = 2000ms;  // no RTO while the test holds frames: RACK alone resends
+    HoldingAPair::SetUp();
+  }
+};
+
+TEST_F(HoldingASmallWindowPair, AHoleBeingRepairedDoesNotStopTheFramesBehindIt) {
+  // The window counts frames in flight the peer has not acknowledged, selectively or not (RFC
+  // 6675's pipe). With the first of 8 frames lost and the other 7 selectively acknowledged, a
+  // sends 7 more while the hole is repaired; counted from the hole, it would send nothing more
+  // until the lost frame's resend is acknowledged.
+  connect();
+  constexpr std::uint32_t kN = 16, kLen = 512;
+  for (std::size_t i = 0; i < kN * kLen; ++i) a.buf[i] = static_cast<std::uint8_t>(i * 13 + 1);
+  Wc wc;
+  const Sge warm = a.sge(0, 64);
+  for (std::uint64_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(a.dev->post_send(a.qp, SendWr{100 + i, SendOpcode::rdma_write, {&warm, 1}, b.stag(), b.addr(0)}),
+              Status::ok);
+    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  }
+  a.hold->set_holding(true);
+  std::vector<Sge> src;
+  for (std::uint32_t i = 0; i < kN; ++i) src.push_back(a.sge(i * kLen, kLen));
+  for (std::uint32_t i = 0; i < kN; ++i)
+    ASSERT_EQ(a.dev->post_send(a.qp, SendWr{i, SendOpcode::rdma_write, {&src[i], 1}, b.stag(), b.addr(i * kLen)}),
+              Status::ok);
+  auto wait_held = [&](std::size_t n) {
+    const auto until = std::chrono::steady_clock::now() + 3s;
+    while (a.hold->held().size() < n && std::chrono::steady_clock::now() < until) {
+      a.dev->progress();
+      std::this_thread::sleep_for(1ms);
+    }
+    return a.hold->held().size();
+  };
+  ASSERT_EQ(wait_held(8), 8u) << "a window of 8 frames";
+  std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(a.hold->held().size(), 8u) << "and no more";
+  a.hold->discard({0});
+  std::vector<std::size_t> pass(7);
+  std::iota(pass.begin(), pass.end(), std::size_t{0});  // (indexes after the discard: frames 1..7)
+  a.hold->release(pass);
+  // Frames 8..14 (7 of them), and RACK's resend of frame 0 once b's acks show it missing.
+  EXPECT_EQ(wait_held(8), 8u) << "frames behind the hole went out while it was repaired";
+  a.hold->set_holding(false);
+  std::vector<std::size_t> all(a.hold->held().size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  a.hold->release(all);
+  for (std::uint32_t i = 0; i < kN; ++i) {
+    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc)) << i;
+    EXPECT_EQ(wc.wr_id, i) << "completions in order";
+    EXPECT_EQ(wc.status, WcStatus::success);
+  }
+  b.dev->qp_counters(b.qp);  // orders the read below after b's placements
+  EXPECT_EQ(0, std::memcmp(a.buf.data(), b.buf.data(), kN * kLen));
+  EXPECT_EQ(b.dev->qp_counters(b.qp).rx_duplicates, 0u) << "nothing was sent twice that had arrived";
 }
 
 TEST_F(HoldingPair, GracefulDisconnectSendsWaitingRequestsFirst) {
