@@ -462,6 +462,11 @@ Status Roce::disconnect(Qp& qp, bool graceful) {
     close_qp(qp, CmEventType::disconnected, "disconnected");
     return Status::ok;
   }
+  if (s.cm == CmState::drain) {  // the peer's DREQ waits for our DREP: no DREQ of ours
+    answer_dreq(qp);
+    close_qp(qp, CmEventType::disconnected, "disconnected");
+    return Status::ok;
+  }
   start_linger(qp, true);
   close_qp(qp, CmEventType::disconnected, "disconnected");
   return Status::ok;
@@ -471,6 +476,7 @@ void Roce::send_queue_drained(Qp& qp) {
   RoceQp& s = st(qp);
   if (!s.reqs.empty() || s.cm == CmState::dreq_sent) return;  // the completer calls again when they are acknowledged
   if (s.cm == CmState::drain) {  // the peer's DREQ came first: now everything is acknowledged
+    answer_dreq(qp);
     close_qp(qp, CmEventType::disconnected, "the peer disconnected");
     return;
   }
@@ -501,17 +507,23 @@ void Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
   if (q && st(*q).remote_comm == m.local_comm_id && st(*q).dst.ip == from.ip) {
     Qp& qp = *q;
     RoceQp& s = st(qp);
-    send_cm(s.dst, r, h.tid);
-    if (s.cm == CmState::drain) return;  // its DREQ again
-    start_linger(qp, false);             // answers the DREQ again if this DREP is lost
+    if (s.cm == CmState::drain) return;  // its DREQ again: the DREP follows our requests' ACKs
     if (!s.reqs.empty() && qp.state == QpState::rts) {
-      // Requests of ours still wait for their ACK (lost, or on its way): they complete first.
+      // Requests of ours still wait for their ACK (lost, or on its way): they complete first, and
+      // the DREP waits for them. A peer whose QP still acknowledges until our DREP (softrnic's
+      // does: it stays in CLOSING until then) answers our retransmission, and the request
+      // completes instead of being flushed: the last ACK of a connection lost on a lossy link
+      // no longer turns a delivered message into an error. An IB peer's QP is in the error state
+      // by now (rdma_disconnect) and never answers: the wait ends at our retry limit.
       s.cm = CmState::drain;
+      s.dreq_tid = h.tid;
       qp.cm = CmPhase::disconnecting;
       s.cm_next = s.cm_deadline = Clock::now() + ack_timeout_ * (ctx_.cfg.roce.retry_cnt + 1);
       rearm(qp);
       return;
     }
+    send_cm(s.dst, r, h.tid);
+    start_linger(qp, false);  // answers the DREQ again if this DREP is lost
     close_qp(qp, CmEventType::disconnected, "the peer disconnected");
     return;
   }
@@ -520,6 +532,15 @@ void Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
       send_cm(l.dst, r, h.tid);
       return;
     }
+}
+
+void Roce::answer_dreq(Qp& qp) {
+  RoceQp& s = st(qp);
+  cm::Drep r;
+  r.local_comm_id = s.local_comm;
+  r.remote_comm_id = s.remote_comm;
+  send_cm(s.dst, r, s.dreq_tid);
+  start_linger(qp, false);  // answers the DREQ again if this DREP is lost
 }
 
 void Roce::on_drep(const cm::Drep& m) {
@@ -571,7 +592,10 @@ void Roce::cm_timer(Qp& qp, Clock::time_point now) {
       }
       case CmState::rep_sent: close_qp(qp, CmEventType::unreachable, "no RTU for our IB CM REP"); return;
       case CmState::dreq_sent: close_qp(qp, CmEventType::disconnected, "disconnected (no DREP)"); return;
-      case CmState::drain: close_qp(qp, CmEventType::disconnected, "the peer disconnected"); return;
+      case CmState::drain:
+        answer_dreq(qp);
+        close_qp(qp, CmEventType::disconnected, "the peer disconnected");
+        return;
       default: return;
     }
   }

@@ -133,6 +133,7 @@ struct RoceQp final : TransportQp {
   CmState cm = CmState::idle;
   std::uint32_t local_comm = 0, remote_comm = 0;
   std::uint64_t tid = 0;
+  std::uint64_t dreq_tid = 0;  // drain: the peer's DREQ, answered once our requests are acknowledged
   std::array<std::uint8_t, wire::ibcm::kMadLen> mad{};  // the last REQ, REP, RTU or DREQ, sent again on timeout
   int cm_tries = 0;
   Clock::time_point cm_next{};      // the next retransmission of `mad`
@@ -288,6 +289,7 @@ class Roce final : public Transport, public engine::Pollable {
   Qp* qp_by_comm(std::uint32_t local_comm) const;
   void established(Qp& qp);
   void send_dreq(Qp& qp);
+  void answer_dreq(Qp& qp);
   void reject_req(NetAddr to, std::uint64_t tid, const wire::ibcm::Req& r, wire::ibcm::RejReason why,
                   std::span<const std::uint8_t> pd = {});
   void cm_timer(Qp& qp, Clock::time_point now);

@@ -778,16 +778,17 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   void doorbell(Qp& qp) {
     // (A post to a QP with nothing else outstanding, as in a ping-pong, leaves at once: there
     // is nothing to batch it with, and the check of the engine's state reads the clock.)
-    // (Only the udp wire defers posts. RoCEv2 sends a run of frames in one burst too, and with
-    // deferred posts it gained 21-25 % on streams, but its client then outran dtestsrq's server
-    // to the end so often (twice in a row in a fresh-clone run, under impairment; the tool's own
-    // race: tests/dat/run_pair.sh) that it stays off until the provider's SRQ-EP disconnect
-    // reports no longer reach dtestsrq's async-EVD check. MPA/TCP writes each post at once.)
+    // (The udp wire and RoCEv2 defer posts and send a run of frames in one burst (RoCEv2:
+    // sendmmsg on the QP's source port); MPA/TCP writes each post to its stream at once. RoCEv2's
+    // doorbell was off from a36e72f to session 20: its faster client then often disconnected
+    // while its last ACK was lost under impairment, and dtestsrq's server saw its pong end in
+    // "retry count exceeded". A DREQ that finds requests unacknowledged now waits for them
+    // before the DREP (roce/cm.cpp, on_dreq), and the peer acknowledges them meanwhile.)
     // A consumer that has just taken several completions (a stream over many QPs reposting on
     // each) is batched even when each QP is idle, but for its first post after that poll: that
     // one goes at once and keeps the peer busy while the rest are posted (deferring it too cost
     // a single QP's 64 B stream 13 %).
-    if (ctx_.cfg.batch_posts && ctx_.cfg.wire == Wire::udp &&
+    if (ctx_.cfg.batch_posts && ctx_.cfg.wire != Wire::tcp &&
         (qp.sq.size() > 1 ||
          (took_several_.load(std::memory_order_relaxed) && idle_posts_.fetch_add(1, std::memory_order_relaxed) > 0)) &&
         engine_->defers_posts()) {
