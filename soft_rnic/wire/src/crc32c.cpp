@@ -3,15 +3,29 @@
 #include <isa-l/crc.h>
 
 #include <climits>
+
+#ifndef SOFTRNIC_CRC_NO_AVX512_MAX
+#define SOFTRNIC_CRC_NO_AVX512_MAX 16384
+#endif
 #include <cstring>
+
+// ISA-L's SSE4.2 + PCLMULQDQ implementation: exported (versioned, crc32_iscsi_01_slver) but not
+// declared in its public header, which offers only the dispatcher.
+extern "C" unsigned int crc32_iscsi_01(unsigned char* buffer, int len, unsigned int init_crc);
 
 namespace softrnic::wire {
 namespace {
 
 // Below this many bytes the CPU's CRC32 instruction (SSE4.2, the same Castagnoli polynomial),
 // called inline, beats ISA-L's call and dispatch: a frame header or a small message costs a
-// dozen instructions instead of ~80. Larger buffers go to ISA-L's folded, pipelined code.
+// dozen instructions instead of ~80.
 constexpr std::size_t kInlineMax = 256;
+// Up to this many, ISA-L's SSE4.2 + PCLMULQDQ code (crc32_iscsi_01, ~30 GB/s); beyond, its
+// dispatcher, which picks the AVX-512 code on CPUs that have it (~85 GB/s). The AVX-512 code costs
+// far more than its time where it runs now and then: on Intel the 512-bit units power up and the
+// core's frequency drops around it, and a ping-pong of 256 B to 8 KiB messages paid about 1 us per
+// round trip for it (docs/performance.md, session 20). A stream keeps them warm and uses them.
+constexpr std::size_t kNoAvx512Max = SOFTRNIC_CRC_NO_AVX512_MAX;
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) std::uint32_t crc_sse42(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
@@ -27,6 +41,7 @@ __attribute__((target("sse4.2"))) std::uint32_t crc_sse42(std::uint32_t crc, con
 }
 // (__builtin_cpu_init first: this may run among other static initialisers, before libgcc has)
 const bool kHaveSse42 = (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2"));
+const bool kHavePclmul = kHaveSse42 && __builtin_cpu_supports("pclmul");
 #endif
 
 }  // namespace
@@ -39,6 +54,10 @@ void Crc32c::update(std::span<const std::uint8_t> data) {
 #if defined(__x86_64__)
   if (left <= kInlineMax && kHaveSse42) {
     state_ = crc_sse42(state_, p, left);
+    return;
+  }
+  if (left <= kNoAvx512Max && kHavePclmul) {
+    state_ = crc32_iscsi_01(const_cast<unsigned char*>(p), static_cast<int>(left), state_);
     return;
   }
 #endif

@@ -8,6 +8,10 @@
 
 #include "softrnic/wire/be.hpp"
 
+// ISA-L's SSE + PCLMULQDQ implementation: exported (versioned, crc32_gzip_refl_by8_slver) but not
+// declared in its public header, which offers only the dispatcher.
+extern "C" std::uint32_t crc32_gzip_refl_by8(std::uint32_t init_crc, const unsigned char* buf, std::uint64_t len);
+
 namespace softrnic::wire::roce {
 
 namespace {
@@ -69,18 +73,33 @@ void icrc_prefix(const IcrcAddr& a, std::size_t udp_payload_len, std::uint8_t (&
   put16(udp + 6, 0xFFFF);  // checksum
 }
 
+#if defined(__x86_64__)
+const bool kHavePclmul = (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul"));
+#endif
+
+// CRC-32 (zlib's) continued over n bytes at p. A packet is at most 4 KiB and some headers: ISA-L's
+// SSE + PCLMULQDQ code, not the AVX-512 code its dispatcher picks where the CPU has it, which costs
+// more than it saves on packets sent now and then (the 512-bit units' wake-up and the core's
+// frequency drop: crc32c.cpp, docs/performance.md, session 20).
+std::uint32_t crc_update(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
+#if defined(__x86_64__)
+  if (kHavePclmul) return crc32_gzip_refl_by8(crc, p, n);
+#endif
+  return crc32_gzip_refl(crc, p, n);
+}
+
 // CRC-32 (zlib's) continued over `p`; the BTH's byte 4 (FECN, BECN, reserved) counts as 0xFF.
 std::uint32_t crc_body(std::uint32_t crc, std::span<const std::span<const std::uint8_t>> pieces, std::size_t& total) {
   total = 0;
   for (auto piece : pieces) {
     if (total <= 4 && total + piece.size() > 4) {  // the piece holds BTH byte 4
       const std::size_t at = 4 - total;
-      crc = crc32_gzip_refl(crc, const_cast<std::uint8_t*>(piece.data()), at);
+      crc = crc_update(crc, piece.data(), at);
       std::uint8_t ff = 0xFF;
-      crc = crc32_gzip_refl(crc, &ff, 1);
-      crc = crc32_gzip_refl(crc, const_cast<std::uint8_t*>(piece.data()) + at + 1, piece.size() - at - 1);
+      crc = crc_update(crc, &ff, 1);
+      crc = crc_update(crc, piece.data() + at + 1, piece.size() - at - 1);
     } else {
-      crc = crc32_gzip_refl(crc, const_cast<std::uint8_t*>(piece.data()), piece.size());
+      crc = crc_update(crc, piece.data(), piece.size());
     }
     total += piece.size();
   }
@@ -222,7 +241,7 @@ std::uint32_t icrc(const IcrcAddr& a, std::span<const std::span<const std::uint8
   for (auto piece : pieces) len += piece.size();
   std::uint8_t prefix[kPrefixLen];
   icrc_prefix(a, len + kIcrcLen, prefix);
-  std::uint32_t crc = crc32_gzip_refl(0, prefix, kPrefixLen);
+  std::uint32_t crc = crc_update(0, prefix, kPrefixLen);
   std::size_t total = 0;
   return crc_body(crc, pieces, total);
 }
