@@ -3,10 +3,6 @@
 #include <isa-l/crc.h>
 
 #include <climits>
-
-#ifndef SOFTRNIC_CRC_NO_AVX512_MAX
-#define SOFTRNIC_CRC_NO_AVX512_MAX 16384
-#endif
 #include <cstring>
 
 // ISA-L's SSE4.2 + PCLMULQDQ implementation: exported (versioned, crc32_iscsi_01_slver) but not
@@ -23,9 +19,11 @@ constexpr std::size_t kInlineMax = 256;
 // Up to this many, ISA-L's SSE4.2 + PCLMULQDQ code (crc32_iscsi_01, ~30 GB/s); beyond, its
 // dispatcher, which picks the AVX-512 code on CPUs that have it (~85 GB/s). The AVX-512 code costs
 // far more than its time where it runs now and then: on Intel the 512-bit units power up and the
-// core's frequency drops around it, and a ping-pong of 256 B to 8 KiB messages paid about 1 us per
-// round trip for it (docs/performance.md, session 20). A stream keeps them warm and uses them.
-constexpr std::size_t kNoAvx512Max = SOFTRNIC_CRC_NO_AVX512_MAX;
+// core's frequency drops around it, and a ping-pong of 256 B to 4 KiB messages paid about 1 us per
+// round trip for it. Frames beyond 8 KiB (jumbo frames, 64 KiB datagrams) come in streams, which
+// keep the units busy and gain from them: a memif stream of 9000-byte frames made 4.4 GB/s with
+// them on the SSE code, 5.1 with them on the AVX-512 code (docs/performance.md, session 20).
+constexpr std::size_t kNoAvx512Max = 8192;
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) std::uint32_t crc_sse42(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
