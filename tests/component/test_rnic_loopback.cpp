@@ -695,6 +695,29 @@ struct HoldingAPair : Pair {
     hold_a = true;
     Pair::SetUp();
   }
+  // A few round trips first: frames held later would otherwise be a's only RTT samples, and their
+  // inflated minimum would make a quick ack look like a spurious resend's.
+  void warm_up() {
+    Wc wc;
+    const Sge warm = a.sge(0, 64);
+    for (std::uint64_t i = 0; i < 4; ++i) {
+      ASSERT_EQ(a.dev->post_send(a.qp, SendWr{100 + i, SendOpcode::rdma_write, {&warm, 1}, b.stag(), b.addr(0)}),
+                Status::ok);
+      ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+    }
+  }
+  // n Writes of len bytes each, a.buf to b.buf at the same offsets, with a's sends held (wr_id i).
+  void post_held_writes(std::uint32_t n, std::uint32_t len) {
+    a.hold->set_holding(true);
+    src_.clear();
+    for (std::uint32_t i = 0; i < n; ++i) src_.push_back(a.sge(i * len, len));
+    for (std::uint32_t i = 0; i < n; ++i)
+      ASSERT_EQ(a.dev->post_send(a.qp, SendWr{i, SendOpcode::rdma_write, {&src_[i], 1}, b.stag(), b.addr(i * len)}),
+                Status::ok);
+  }
+
+ private:
+  std::vector<Sge> src_;  // the Writes' sources (a posted SGL must outlive its post)
 };
 
 TEST_F(HoldingAPair, ALostTailIsRecoveredAfterTheProbe) {
@@ -704,20 +727,8 @@ TEST_F(HoldingAPair, ALostTailIsRecoveredAfterTheProbe) {
   constexpr std::uint32_t kN = 10, kLost = 4;
   for (std::size_t i = 0; i < kN * 512; ++i) a.buf[i] = static_cast<std::uint8_t>(i * 7 + 5);
   Wc wc;
-  // A few round trips first: the frames held below would otherwise be a's only RTT samples,
-  // and their inflated minimum would make the probe's quick ack look like a spurious one's.
-  const Sge warm = a.sge(0, 64);
-  for (std::uint64_t i = 0; i < 4; ++i) {
-    ASSERT_EQ(a.dev->post_send(a.qp, SendWr{100 + i, SendOpcode::rdma_write, {&warm, 1}, b.stag(), b.addr(0)}),
-              Status::ok);
-    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
-  }
-  a.hold->set_holding(true);
-  std::vector<Sge> src;
-  for (std::uint32_t i = 0; i < kN; ++i) src.push_back(a.sge(i * 512, 512));
-  for (std::uint32_t i = 0; i < kN; ++i)
-    ASSERT_EQ(a.dev->post_send(a.qp, SendWr{i, SendOpcode::rdma_write, {&src[i], 1}, b.stag(), b.addr(i * 512)}),
-              Status::ok);
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  ASSERT_NO_FATAL_FAILURE(post_held_writes(kN, 512));
   const auto until = std::chrono::steady_clock::now() + 5s;
   while (a.hold->held().size() < kN && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
   ASSERT_EQ(a.hold->held().size(), kN);
@@ -757,18 +768,8 @@ TEST_F(HoldingASmallWindowPair, AHoleBeingRepairedDoesNotStopTheFramesBehindIt) 
   constexpr std::uint32_t kN = 16, kLen = 512;
   for (std::size_t i = 0; i < kN * kLen; ++i) a.buf[i] = static_cast<std::uint8_t>(i * 13 + 1);
   Wc wc;
-  const Sge warm = a.sge(0, 64);
-  for (std::uint64_t i = 0; i < 4; ++i) {
-    ASSERT_EQ(a.dev->post_send(a.qp, SendWr{100 + i, SendOpcode::rdma_write, {&warm, 1}, b.stag(), b.addr(0)}),
-              Status::ok);
-    ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
-  }
-  a.hold->set_holding(true);
-  std::vector<Sge> src;
-  for (std::uint32_t i = 0; i < kN; ++i) src.push_back(a.sge(i * kLen, kLen));
-  for (std::uint32_t i = 0; i < kN; ++i)
-    ASSERT_EQ(a.dev->post_send(a.qp, SendWr{i, SendOpcode::rdma_write, {&src[i], 1}, b.stag(), b.addr(i * kLen)}),
-              Status::ok);
+  ASSERT_NO_FATAL_FAILURE(warm_up());
+  ASSERT_NO_FATAL_FAILURE(post_held_writes(kN, kLen));
   auto wait_held = [&](std::size_t n) {
     const auto until = std::chrono::steady_clock::now() + 3s;
     while (a.hold->held().size() < n && std::chrono::steady_clock::now() < until) {
