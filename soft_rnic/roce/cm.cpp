@@ -541,6 +541,7 @@ void Roce::answer_dreq(Qp& qp) {
   r.remote_comm_id = s.remote_comm;
   send_cm(s.dst, r, s.dreq_tid);
   start_linger(qp, false);  // answers the DREQ again if this DREP is lost
+  s.cm = CmState::idle;     // answered: the close that follows sends nothing more
 }
 
 void Roce::on_drep(const cm::Drep& m) {

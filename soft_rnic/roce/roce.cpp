@@ -52,7 +52,10 @@ void Roce::reset(Qp& qp) {
 
 void Roce::destroy(Qp& qp) {
   RoceQp& s = st(qp);
-  if (s.connected && s.cm != CmState::idle) start_linger(qp, true);  // a DREQ tells the peer
+  if (s.cm == CmState::drain)
+    answer_dreq(qp);  // the peer's DREQ waits for our DREP
+  else if (s.connected && s.cm != CmState::idle)
+    start_linger(qp, true);  // a DREQ tells the peer
   forget(qp);
   leave_budget(qp);
 }
@@ -88,6 +91,9 @@ void Roce::flush(Qp& qp) {
 
 void Roce::closed(Qp& qp) {
   RoceQp& s = st(qp);
+  // A peer's DREQ still waits for its DREP (the QP is closed in drain another way: moved to the
+  // error state, destroyed): it goes now, or the peer would wait out its DREQ timeout.
+  if (s.cm == CmState::drain) answer_dreq(qp);
   s.connected = false;
   s.cm = CmState::idle;
   forget(qp);
@@ -98,7 +104,7 @@ void Roce::close_all() {
   for (auto& [n, qp] : ctx_.qps) {
     RoceQp& s = st(*qp);
     if (s.connected && s.cm != CmState::idle) {
-      start_linger(*qp, true);
+      if (s.cm != CmState::drain) start_linger(*qp, true);  // (closed answers a DREQ that waits for its DREP)
       closed(*qp);
     }
   }

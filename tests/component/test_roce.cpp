@@ -500,6 +500,36 @@ TEST_F(RoceCm, ALostLastAckIsRepairedBeforeTheDrep) {
   EXPECT_GE(b.dev->qp_counters(b.qp).retransmits, 1u) << "the Send went again";
 }
 
+TEST_F(RoceCm, AQpMovedToErrorWhileItsDrepWaitsStillAnswersTheDreq) {
+  // As above, but b's consumer moves its QP to the error state while b holds its DREP back (b's
+  // ACK timeout is long: nothing is retransmitted meanwhile). The DREP goes then: a closes on it,
+  // not on its own DREQ timeout (4 s) with "no DREP".
+  a.open(next_ip(), {}, {}, false, /*holding=*/true);
+  RoceConfig slow;
+  slow.timeout = 20;  // 4.3 s
+  b.open(next_ip(), {}, slow);
+  cm_connect({1}, {2});
+  a.post_recv(1, 0, 1000);
+  a.hold->set_holding(true);
+  ASSERT_EQ(b.post(SendOpcode::send, 7, 0, 1000), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.rcq, wc));
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  while (a.hold->held().empty() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  ASSERT_FALSE(a.hold->held().empty()) << "a acknowledged the Send";
+  std::vector<std::size_t> all(a.hold->held().size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  a.hold->discard(all);  // the ACK is lost: b's Send stays unacknowledged
+  a.hold->set_holding(false);
+  ASSERT_EQ(a.dev->disconnect(a.qp, true), Status::ok);
+  std::this_thread::sleep_for(100ms);  // the DREQ reaches b, which holds its DREP
+  ASSERT_EQ(b.dev->modify_qp(b.qp, QpState::error), Status::ok);
+  CmEvent ev;
+  ASSERT_TRUE(a.sink.wait_event(ev, 3000ms)) << "a waited for a DREP that never came";
+  EXPECT_EQ(ev.type, CmEventType::disconnected);
+  EXPECT_EQ(ev.reason.find("no DREP"), std::string::npos) << ev.reason;
+}
+
 TEST_F(RoceCm, RejectCarriesPrivateData) {
   open();
   ASSERT_EQ(b.dev->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
