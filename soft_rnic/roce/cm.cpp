@@ -462,8 +462,7 @@ Status Roce::disconnect(Qp& qp, bool graceful) {
     close_qp(qp, CmEventType::disconnected, "disconnected");
     return Status::ok;
   }
-  if (s.cm == CmState::drain) {  // the peer's DREQ waits for our DREP: no DREQ of ours
-    answer_dreq(qp);
+  if (s.cm == CmState::drain) {  // the peer's DREQ waits for our DREP (closed sends it): no DREQ of ours
     close_qp(qp, CmEventType::disconnected, "disconnected");
     return Status::ok;
   }
@@ -475,8 +474,7 @@ Status Roce::disconnect(Qp& qp, bool graceful) {
 void Roce::send_queue_drained(Qp& qp) {
   RoceQp& s = st(qp);
   if (!s.reqs.empty() || s.cm == CmState::dreq_sent) return;  // the completer calls again when they are acknowledged
-  if (s.cm == CmState::drain) {  // the peer's DREQ came first: now everything is acknowledged
-    answer_dreq(qp);
+  if (s.cm == CmState::drain) {  // the peer's DREQ came first: now everything is acknowledged (closed answers it)
     close_qp(qp, CmEventType::disconnected, "the peer disconnected");
     return;
   }
@@ -593,10 +591,7 @@ void Roce::cm_timer(Qp& qp, Clock::time_point now) {
       }
       case CmState::rep_sent: close_qp(qp, CmEventType::unreachable, "no RTU for our IB CM REP"); return;
       case CmState::dreq_sent: close_qp(qp, CmEventType::disconnected, "disconnected (no DREP)"); return;
-      case CmState::drain:
-        answer_dreq(qp);
-        close_qp(qp, CmEventType::disconnected, "the peer disconnected");
-        return;
+      case CmState::drain: close_qp(qp, CmEventType::disconnected, "the peer disconnected"); return;
       default: return;
     }
   }

@@ -310,7 +310,6 @@ void Roce::pick_source_port(Qp& qp, std::uint32_t flow_label) {
 }
 
 void Roce::break_qp(Qp& qp, std::string reason) {
-  if (st(qp).cm == CmState::drain) answer_dreq(qp);  // the peer still waits for its DREP
   close_qp(qp, CmEventType::broken, std::move(reason));
 }
 
