@@ -22,6 +22,7 @@ class Holding final : public HoldingNetdev {
   void peer_hint(NetAddr peer, bool up) override { inner_->peer_hint(peer, up); }
   bool errors_pending() const override { return inner_->errors_pending(); }
   std::size_t unreachable(std::span<Unreachable> out) override { return inner_->unreachable(out); }
+  std::uint16_t source_port(std::uint16_t wanted) override { return inner_->source_port(wanted); }
 
   std::size_t tx_burst(std::span<const TxFrame> frames) override {
     std::lock_guard lk(mu_);
@@ -30,9 +31,9 @@ class Holding final : public HoldingNetdev {
       b.reserve(f.size());
       for (auto part : {f.head, f.body, f.tail}) b.insert(b.end(), part.begin(), part.end());
       if (holding_ && hold_if_(b)) {
-        held_.push_back({f.to, std::move(b)});
+        held_.push_back({f.to, std::move(b), f.from_port});
       } else {
-        const TxFrame one{f.to, b, {}, {}};
+        const TxFrame one{f.to, b, {}, {}, f.from_port};
         inner_->tx_burst({&one, 1});
       }
     }
@@ -56,7 +57,7 @@ class Holding final : public HoldingNetdev {
     for (std::size_t i : idx) {
       if (i >= held_.size() || held_[i].bytes.empty()) continue;
       if (send) {
-        const TxFrame one{held_[i].to, held_[i].bytes, {}, {}};
+        const TxFrame one{held_[i].to, held_[i].bytes, {}, {}, held_[i].from_port};
         inner_->tx_burst({&one, 1});
       }
       held_[i].bytes.clear();  // taken; removed below so indexes stay valid during the loop

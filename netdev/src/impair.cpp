@@ -107,6 +107,7 @@ class ImpairedNetdev final : public Netdev {
   void peer_hint(NetAddr peer, bool up) override { inner_->peer_hint(peer, up); }
   bool errors_pending() const override { return inner_->errors_pending(); }
   std::size_t unreachable(std::span<Unreachable> out) override { return inner_->unreachable(out); }
+  std::uint16_t source_port(std::uint16_t wanted) override { return inner_->source_port(wanted); }
 
  private:
   struct Held {

@@ -91,13 +91,15 @@ class PcapTapNetdev final : public Netdev {
   void peer_hint(NetAddr peer, bool up) override { inner_->peer_hint(peer, up); }
   bool errors_pending() const override { return inner_->errors_pending(); }
   std::size_t unreachable(std::span<Unreachable> out) override { return inner_->unreachable(out); }
+  std::uint16_t source_port(std::uint16_t wanted) override { return inner_->source_port(wanted); }
 
   std::size_t tx_burst(std::span<const TxFrame> frames) override {
     const std::size_t n = inner_->tx_burst(frames);
     const NetAddr me = inner_->local_addr();
     for (std::size_t i = 0; i < n; ++i) {
       const TxFrame& f = frames[i];
-      record(me, f.to, {f.head, f.body, f.tail});
+      const NetAddr from{me.ip, f.from_port ? f.from_port : me.port};
+      record(from, f.to, {f.head, f.body, f.tail});
     }
     return n;
   }

@@ -1,10 +1,14 @@
 // netdev backends: address parsing, loopback delivery, udp port probing and bursts.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "softrnic/netdev/netdev.hpp"
@@ -281,6 +285,8 @@ class RecordingNetdev final : public Netdev {
   std::size_t rx_buffer_bytes() const override { return 1 << 20; }
   void wait_rx(std::chrono::microseconds) override {}
   void wake() override {}
+  // Grants every even port asked for (a netdev that opened sockets for them), else its own.
+  std::uint16_t source_port(std::uint16_t wanted) override { return wanted % 2 == 0 ? wanted : 9; }
 
  private:
   std::size_t seen_ = 0;
@@ -323,6 +329,74 @@ TEST(Impair, APlanThatHoldsNothingSendsTheBurstOnWhole) {
   }
   EXPECT_GE(clean + st.corrupted, r->sent.size());
   EXPECT_LT(clean, r->sent.size());
+}
+
+// The decorators (impairment, held frames, pcap tap) ask the netdev below which source ports it
+// grants and keep each frame's own on the way down: else RoCEv2's per-QP source ports were
+// never granted under an impairment plan or a capture, and a held frame lost its port.
+TEST(Decorators, KeepTheSourcePortsOfTheNetdevBelow) {
+  std::uint8_t data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const TxFrame f{{0x7f000001, 7}, data, {}, {}, 49152};
+  {
+    auto rec = std::make_unique<RecordingNetdev>();
+    RecordingNetdev* r = rec.get();
+    ImpairPlan p;
+    p.reorder = 4;  // holds frames: the copy path
+    p.seed = 3;
+    auto nd = make_impaired(std::move(rec), p);
+    EXPECT_EQ(nd->source_port(49152), 49152);
+    EXPECT_EQ(nd->source_port(49153), 9);
+    for (int i = 0; i < 8; ++i) nd->tx_burst({&f, 1});
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    RxFrame none[1];
+    nd->rx_burst(none);  // releases what the plan held
+    ASSERT_EQ(r->sent.size(), 8u);
+    for (const auto& [bytes, port] : r->sent) EXPECT_EQ(port, 49152);
+  }
+  {
+    auto rec = std::make_unique<RecordingNetdev>();
+    RecordingNetdev* r = rec.get();
+    auto nd = make_holding(std::move(rec), [](std::span<const std::uint8_t>) { return true; });
+    EXPECT_EQ(nd->source_port(49152), 49152);
+    EXPECT_EQ(nd->source_port(49153), 9);
+    nd->tx_burst({&f, 1});  // not holding: straight on
+    nd->set_holding(true);
+    nd->tx_burst({&f, 1});
+    ASSERT_EQ(nd->held().size(), 1u);
+    EXPECT_EQ(nd->held()[0].from_port, 49152);
+    nd->release({0});
+    ASSERT_EQ(r->sent.size(), 2u);
+    EXPECT_EQ(r->sent[0].second, 49152);
+    EXPECT_EQ(r->sent[1].second, 49152);
+  }
+  {
+    char dir[] = "/tmp/softrnic-pcap-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string path = std::string(dir) + "/ports.pcap";
+    std::string error;
+    auto nd = make_pcap_tap(std::make_unique<RecordingNetdev>(), path, error);
+    ASSERT_TRUE(nd) << error;
+    EXPECT_EQ(nd->source_port(49152), 49152);
+    EXPECT_EQ(nd->source_port(49153), 9);
+    const TxFrame own{{0x7f000001, 7}, data, {}, {}, 0};
+    nd->tx_burst({&f, 1});
+    nd->tx_burst({&own, 1});
+    nd.reset();  // flushes and closes the file
+    std::ifstream in(path, std::ios::binary);
+    std::vector<std::uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::remove(path.c_str());
+    rmdir(dir);
+    // pcap header 24 bytes; per record 16 bytes of header, then Ethernet (14) and IPv4 (20):
+    // the UDP source port at 34.
+    const std::size_t rec_len = 16 + 14 + 20 + 8 + sizeof data;
+    ASSERT_EQ(file.size(), 24 + 2 * rec_len);
+    auto sport = [&](std::size_t k) {
+      const std::size_t at = 24 + k * rec_len + 16 + 34;
+      return static_cast<std::uint16_t>(file[at] << 8 | file[at + 1]);
+    };
+    EXPECT_EQ(sport(0), 49152) << "the frame's own source port";
+    EXPECT_EQ(sport(1), 9) << "the netdev's port";
+  }
 }
 
 namespace {

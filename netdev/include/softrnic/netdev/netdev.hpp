@@ -336,6 +336,7 @@ class HoldingNetdev : public Netdev {
   struct Held {
     NetAddr to;
     std::vector<std::uint8_t> bytes;
+    std::uint16_t from_port = 0;  // the frame's TxFrame::from_port
   };
   virtual void set_holding(bool on) = 0;
   virtual std::vector<Held> held() const = 0;
