@@ -168,7 +168,7 @@ class Mpa final : public iwarp::Transport, public engine::Pollable {
   // mpa_stream.cpp
   void pump(Qp& qp);
   bool build_image(Qp& qp, TxFpdu& f);
-  void read_stream(Qp& qp);
+  bool read_stream(Qp& qp);  // true when bytes (or the end) were read
   void take(Qp& qp, std::span<const std::uint8_t> bytes);
   void on_closed(Qp& qp, int error);
   void stream_broken(Qp& qp, std::string reason);

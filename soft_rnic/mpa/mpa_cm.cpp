@@ -258,6 +258,7 @@ void Mpa::established(Qp& qp, std::span<const std::uint8_t> after) {
   Conn& c = conn(qp);
   c.phase = Phase::established;
   c.mss = nd_.mss(c.sid);
+  nd_.spin_read(c.sid);  // read_stream reads whenever told, and stops at an empty read
   // A peer that vanishes (host down, cable out) is noticed by TCP's keepalive, with the IA's
   // keepalive settings; the kernel ends the connection and the QP breaks (on_closed).
   nd_.keepalive(c.sid, ctx_.cfg.keepalive_idle, ctx_.cfg.keepalive_interval, ctx_.cfg.keepalive_probes);

@@ -184,11 +184,12 @@ std::size_t Mpa::poll(std::optional<Clock::time_point> now) {
           break;
         case netdev::StreamEventKind::connect_failed: on_connect_failed(qp, e.error); break;
         case netdev::StreamEventKind::readable:
-          got++;
-          if (c.phase == Phase::wait_reply)
+          if (c.phase == Phase::wait_reply) {
             read_reply(qp);
-          else if (c.phase == Phase::established)
-            read_stream(qp);
+            got++;
+          } else if (c.phase == Phase::established) {
+            got += read_stream(qp);  // (a spin_read stream is reported readable whether or not bytes wait)
+          }
           break;
         case netdev::StreamEventKind::writable:
           c.want_writable = false;
@@ -215,14 +216,20 @@ std::chrono::microseconds Mpa::next_wait() {
   return wait;
 }
 
-void Mpa::read_stream(Qp& qp) {
+bool Mpa::read_stream(Qp& qp) {
   for (int i = 0; i < kReadsPerRound; ++i) {
     Conn& c = conn(qp);
-    if (!c.sid || c.phase != Phase::established) return;
+    if (!c.sid || c.phase != Phase::established) return i > 0;
     const std::ptrdiff_t n = nd_.read(c.sid, rx_buf_);
-    if (n <= 0) return;  // nothing more now, or the end (its closed event follows)
+    if (n == 0) return i > 0;  // nothing more now
+    if (n < 0) return true;    // the end: its closed event follows
     take(qp, {rx_buf_.data(), static_cast<std::size_t>(n)});
+    // Less than the buffer: the socket had no more when it was read. What came since is
+    // reported readable again in the next round (epoll is level-triggered), so a read that
+    // would only say "nothing more" (a system call per message received) is not made.
+    if (static_cast<std::size_t>(n) < rx_buf_.size()) return true;
   }
+  return true;
 }
 
 // Bytes of the stream: through the reassembler, each ULPDU to DDP in order.

@@ -494,6 +494,79 @@ TEST(TcpNetdev, ReadableIsLevelTriggered) {
       << "all read: quiet";
 }
 
+// A connection the caller marks spin_read is reported readable without asking the kernel while it
+// receives messages (a read found a few bytes lately), so a spinning receiver makes one system
+// call per round: its read. Every kEpollEvery-th call, and the first after a wait_rx, still asks
+// epoll; a connection that receives nothing, or only a stream's large batches, is not read
+// speculatively; nothing is lost, and the end of the stream is still found.
+TEST(TcpNetdev, SpinReadStreamsAreReadableWithoutEpollWhileTheyReceive) {
+  auto a = make();
+  auto b = make();
+  ASSERT_TRUE(a && b);
+  Loop loop({a.get(), b.get()});
+  const Pair p = open_pair(loop, *a, 0, *b, 1);
+  ASSERT_NE(p.server, 0u);
+  auto readable_calls = [&](int calls) {
+    int n = 0;
+    for (int i = 0; i < calls; ++i) {
+      std::array<StreamEvent, 8> ev;
+      const std::size_t k = a->events(ev);
+      for (std::size_t j = 0; j < k; ++j) n += ev[j].kind == StreamEventKind::readable && ev[j].id == p.client;
+    }
+    return n;
+  };
+  a->spin_read(p.client);
+  EXPECT_EQ(readable_calls(64), 0) << "nothing received yet: epoll alone";
+
+  const Bytes small(64, 0x21);
+  const std::span<const std::uint8_t> piece[] = {small};
+  ASSERT_EQ(b->write(p.server, piece), 64);
+  ASSERT_TRUE(loop.wait(0, StreamEventKind::readable, p.client));
+  Bytes got;
+  ASSERT_EQ(read_all(*a, p.client, got), 64);
+  EXPECT_EQ(got, small);
+
+  // Now reported at 7 of every 8 calls though nothing is there; each read then finds nothing.
+  const int r = readable_calls(64);
+  EXPECT_GE(r, 48);
+  EXPECT_LE(r, 57);
+  std::array<std::uint8_t, 16> buf;
+  EXPECT_EQ(a->read(p.client, buf), 0);
+  a->wait_rx(1ms);
+  {
+    std::array<StreamEvent, 8> ev;
+    EXPECT_EQ(a->events(ev), 0u) << "after a wait, epoll first";
+  }
+
+  // Bytes written meanwhile are all there; a 20000-byte batch does not keep it spinning.
+  const Bytes big(20000, 0x42);
+  const std::span<const std::uint8_t> bp[] = {big};
+  ASSERT_EQ(b->write(p.server, bp), 20000);
+  got.clear();
+  const auto end = Clock::now() + 5s;
+  while (got.size() < big.size() && Clock::now() < end) {
+    loop.step();
+    ASSERT_GE(read_all(*a, p.client, got), 0);
+  }
+  EXPECT_EQ(got, big);
+  readable_calls(5000);
+  EXPECT_EQ(readable_calls(64), 0) << "no small read for 5000 calls: epoll alone again";
+
+  // Hot again, then the peer closes: a read finds the end, and the closed event follows.
+  ASSERT_EQ(b->write(p.server, piece), 64);
+  got.clear();
+  while (got.size() < 64 && Clock::now() < end) {
+    loop.step();
+    ASSERT_GE(read_all(*a, p.client, got), 0);
+  }
+  EXPECT_EQ(got, small);
+  b->close(p.server, false);
+  std::ptrdiff_t rr = 0;
+  while ((rr = read_all(*a, p.client, got)) >= 0 && Clock::now() < end) loop.step();
+  EXPECT_EQ(rr, -1);
+  EXPECT_TRUE(loop.wait(0, StreamEventKind::closed, p.client));
+}
+
 TEST(TcpNetdev, OrderlyCloseGivesMinusOneThenClosedWithErrorZero) {
   auto d = make();
   ASSERT_TRUE(d);

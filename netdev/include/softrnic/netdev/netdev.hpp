@@ -233,6 +233,12 @@ class StreamNetdev : public Waitable {
   virtual std::size_t events(std::span<StreamEvent> out) = 0;
   // The connection's TCP maximum segment size (TCP_MAXSEG), for one FPDU per segment.
   virtual std::size_t mss(StreamId id) const = 0;
+  // The caller reads this connection whenever it is reported readable, and a read that finds
+  // nothing costs it no more than the system call (its data phase). So the netdev may report it
+  // readable at an events() call without asking the kernel first, when that saves a system call
+  // (a spinning receiver then makes one per round, as a spin on recv does); events() still asks
+  // the kernel every few calls, and at the first call after a wait_rx.
+  virtual void spin_read(StreamId id) { (void)id; }
   // Liveness of a connection: after `idle` without traffic, a probe every `interval`; `probes`
   // unanswered (or data unacknowledged for idle + interval * probes) end it with a closed event
   // (ETIMEDOUT). idle 0 turns it off. False when the socket refused the options.
