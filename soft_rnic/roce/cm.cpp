@@ -488,6 +488,7 @@ void Roce::send_queue_drained(Qp& qp) {
 
 void Roce::send_dreq(Qp& qp) {
   RoceQp& s = st(qp);
+  send_owed_ack(qp);
   send_cm(s.dst, make_dreq(s.local_comm, s.remote_comm, s.peer_qpn), s.tid, &s.mad);
   const auto now = Clock::now();
   s.cm = CmState::dreq_sent;
@@ -520,6 +521,7 @@ void Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
       rearm(qp);
       return;
     }
+    send_owed_ack(qp);
     send_cm(s.dst, r, h.tid);
     start_linger(qp, false);  // answers the DREQ again if this DREP is lost
     close_qp(qp, CmEventType::disconnected, "the peer disconnected");
@@ -534,6 +536,7 @@ void Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
 
 void Roce::answer_dreq(Qp& qp) {
   RoceQp& s = st(qp);
+  send_owed_ack(qp);
   cm::Drep r;
   r.local_comm_id = s.local_comm;
   r.remote_comm_id = s.remote_comm;
@@ -553,6 +556,7 @@ void Roce::on_drep(const cm::Drep& m) {
 
 void Roce::start_linger(Qp& qp, bool dreq) {
   RoceQp& s = st(qp);
+  send_owed_ack(qp);
   const auto now = Clock::now();
   Linger l{s.dst,
            s.local_comm,

@@ -159,11 +159,7 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
   }
   s.exp_psn = psn + 1;
   complete_receives(ctx_, qp, s.exp_psn);
-  if (p.ack_req && s.connected) {
-    if (!s.ack_pending) ack_list_.push_back(&qp);
-    s.ack_pending = true;
-    s.ack_psn = psn;
-  }
+  if (p.ack_req && s.connected) owe_ack(qp, psn, false);
 }
 
 void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
@@ -198,10 +194,9 @@ void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
     }
     return;  // older than what we keep: the requester's retry limit decides
   }
-  // A Send or Write we have: acknowledged again through the last PSN we received (C9-105).
-  if (!s.ack_pending) ack_list_.push_back(&qp);
-  s.ack_pending = true;
-  s.ack_psn = s.exp_psn - 1;
+  // A Send or Write we have: acknowledged again through the last PSN we received (C9-105), at
+  // the end of this round (the requester waits for it: our ACK was lost or late).
+  owe_ack(qp, s.exp_psn - 1, true);
 }
 
 bool Roce::answer_read(Qp& qp, Pos psn, std::uint32_t rkey, std::uint64_t va, std::uint32_t len) {

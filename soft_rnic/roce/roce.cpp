@@ -75,7 +75,9 @@ void Roce::forget(Qp& qp) {
     s.req = nullptr;
   }
   timers_.cancel(qp.qpn);
+  send_owed_ack(qp);
   std::erase(ack_list_, &qp);
+  s.ack_listed = false;
 }
 
 void Roce::flush(Qp& qp) {
@@ -94,6 +96,7 @@ void Roce::closed(Qp& qp) {
   // A peer's DREQ still waits for its DREP (the QP is closed in drain another way: moved to the
   // error state, destroyed): it goes now, or the peer would wait out its DREQ timeout.
   if (s.cm == CmState::drain) answer_dreq(qp);
+  send_owed_ack(qp);  // what was received is delivered: the peer hears so
   s.connected = false;
   s.cm = CmState::idle;
   forget(qp);
@@ -163,6 +166,7 @@ std::size_t Roce::poll(std::optional<Clock::time_point> now) {
 }
 
 std::chrono::microseconds Roce::next_wait() {
+  if (!ack_list_.empty()) return std::chrono::microseconds(0);  // ACKs held for a round (flush_acks)
   std::chrono::microseconds wait(lingers_.empty() ? 100000 : 10000);
   if (const auto t = timers_.next())
     wait =
@@ -258,6 +262,12 @@ bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint6
   for (std::size_t i = 0; i < 4; ++i) tail[pad + i] = static_cast<std::uint8_t>(args.crc >> (8 * i));
   tx_batch_[tx_n_++] = netdev::TxFrame{s_dst(qp), {hdr.data(), hl}, body, {tail.data(), pad + w::kIcrcLen}, sport};
   qp.ctr.tx_frames++;
+  RoceQp& s = st(qp);
+  if (s.ack_pending && p.opcode != w::Opcode::ack) {
+    // An ACK this QP owes leaves behind this packet, in the same system call (flush_acks).
+    s.ack_pending = s.ack_held = false;
+    send_ack(qp, w::kAethAck | w::kAethNoCredit, s.ack_psn);
+  }
   if (tx_hold_ == 0) flush_tx();
   return true;
 }
@@ -274,15 +284,49 @@ void Roce::flush_tx() {
   tx_n_ = 0;
 }
 
-// ACKs asked for in this receive round go out once per QP, for the latest PSN.
+// ACKs asked for go out once per QP, for the latest PSN, one round after the one that received
+// what they acknowledge, or earlier behind a packet the QP sends (send_packet). RoCEv2 cannot
+// carry an acknowledgement on a request, so a ping-pong sent an ACK each way per message, each
+// its own system call; held a round, it leaves with the reply the consumer posts in between
+// (one system call, and the peer reads both at once). At most a round late: the next round
+// follows at once (next_wait).
 void Roce::flush_acks() {
+  std::size_t keep = 0;
   for (Qp* qp : ack_list_) {
     RoceQp& s = st(*qp);
-    if (!s.ack_pending) continue;
-    s.ack_pending = false;
+    if (s.ack_pending && !s.ack_held) {
+      s.ack_held = true;
+      ack_list_[keep++] = qp;
+      continue;
+    }
+    s.ack_listed = false;
+    if (!s.ack_pending) {  // sent behind a packet, or given up (a NAK, a flush)
+      s.ack_held = false;
+      continue;
+    }
+    s.ack_pending = s.ack_held = false;
     send_ack(*qp, w::kAethAck | w::kAethNoCredit, s.ack_psn);
   }
-  ack_list_.clear();
+  ack_list_.resize(keep);
+}
+
+void Roce::send_owed_ack(Qp& qp) {
+  RoceQp& s = st(qp);
+  if (!s.ack_pending) return;
+  s.ack_pending = s.ack_held = false;
+  if (s.connected) send_ack(qp, w::kAethAck | w::kAethNoCredit, s.ack_psn);
+}
+
+void Roce::owe_ack(Qp& qp, Pos psn, bool now) {
+  RoceQp& s = st(qp);
+  if (!s.ack_listed) {
+    s.ack_listed = true;
+    ack_list_.push_back(&qp);
+  }
+  if (!s.ack_pending) s.ack_held = false;  // newly owed: held a round from here
+  if (now) s.ack_held = true;
+  s.ack_pending = true;
+  s.ack_psn = psn;
 }
 
 void Roce::timers(Clock::time_point now) {

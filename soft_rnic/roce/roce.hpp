@@ -127,6 +127,8 @@ struct RoceQp final : TransportQp {
   std::deque<ReadRes> reads;  // Reads answered, for duplicates
   std::deque<ReadJob> jobs;   // Read responses still to send
   bool ack_pending = false;
+  bool ack_held = false;    // the pending ACK waits one more round for a packet of ours to go with
+  bool ack_listed = false;  // on ack_list_
   Pos ack_psn = 0;
 
   // IB CM.
@@ -244,6 +246,12 @@ class Roce final : public Transport, public engine::Pollable {
   bool send_packet(Qp& qp, const wire::roce::Packet& p, const SglRef& sgl, std::uint64_t off, std::uint32_t len,
                    const Pd* pd, bool copy = false);
   void flush_acks();
+  // An ACK through `psn` is owed (sent by flush_acks, or behind the QP's next packet); `now`: at
+  // the end of this round, not held for the next.
+  void owe_ack(Qp& qp, Pos psn, bool now);
+  // The ACK the QP owes, now: before a DREQ or DREP (a peer whose QP leaves RTS on it, as rxe's
+  // does, would flush the request it still waits on), and before the QP forgets it.
+  void send_owed_ack(Qp& qp);
   void timers(Clock::time_point now);
   void rearm(Qp& qp);
   void break_qp(Qp& qp, std::string reason);
