@@ -24,7 +24,10 @@ namespace {
 
 constexpr auto kCmRetry = 500ms;  // first retransmission of a REQ, REP or DREQ; doubling to 4 s
 constexpr auto kCmRetryMax = 4000ms;
-constexpr auto kDreqWait = 4000ms;    // a DREQ without a DREP: the connection closes anyway
+constexpr auto kDreqWait = 4000ms;  // a DREQ without a DREP: the connection closes anyway
+// A DREP held back for our unacknowledged requests (drain) waits at most our retry time and this:
+// well within a softrnic peer's kDreqWait (with roce.timeout 18 the retry time is 8.6 s).
+constexpr auto kDrainMax = kDreqWait / 2;
 constexpr auto kLingerTime = 5000ms;  // a closed connection answers repeated DREQs this long
 constexpr auto kReqExpiry = 120s;     // a request the consumer never decides on goes then
 constexpr std::size_t kMaxPendingReqs = 1024;
@@ -517,7 +520,8 @@ void Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
       s.cm = CmState::drain;
       s.dreq_tid = h.tid;
       qp.cm = CmPhase::disconnecting;
-      s.cm_next = s.cm_deadline = Clock::now() + ack_timeout_ * (ctx_.cfg.roce.retry_cnt + 1);
+      s.cm_next = s.cm_deadline =
+          Clock::now() + std::min<Clock::duration>(ack_timeout_ * (ctx_.cfg.roce.retry_cnt + 1), kDrainMax);
       rearm(qp);
       return;
     }

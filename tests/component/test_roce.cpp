@@ -629,6 +629,43 @@ TEST_F(RoceCm, ALostLastAckIsRepairedBeforeTheDrep) {
   EXPECT_GE(b.dev->qp_counters(b.qp).retransmits, 1u) << "the Send went again";
 }
 
+// With a long ACK timeout (roce.timeout 18: 1.07 s, so 8.6 s of retries) and its ACKs lost for
+// good, the DREP held back for them still comes within the peer's DREQ wait (4 s): the drain
+// waits at most 2 s. (It waited out the retries, and the peer closed with "no DREP".)
+TEST_F(RoceCm, AHeldBackDrepComesWithinThePeersDreqWait) {
+  RoceConfig slow;
+  slow.timeout = 18;
+  a.open(next_ip(), {}, {}, false, /*holding=*/true);
+  b.open(next_ip(), {}, slow);
+  cm_connect({1}, {2});
+  a.post_recv(1, 0, 1000);
+  a.hold->set_holding(true);  // from here a's ACKs are lost; the rest goes on
+  ASSERT_EQ(b.post(SendOpcode::send, 7, 0, 1000), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.rcq, wc));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(a.dev->disconnect(a.qp, true), Status::ok);
+  CmEvent ev;
+  bool closed = false;
+  while (!closed && std::chrono::steady_clock::now() < t0 + 10s) {
+    auto pick = [&](bool ack) {
+      const auto held = a.hold->held();
+      std::vector<std::size_t> idx;
+      for (std::size_t i = 0; i < held.size(); ++i)
+        if ((held[i].bytes.at(0) == 0x11) == ack) idx.push_back(i);
+      return idx;
+    };
+    a.hold->discard(pick(true));
+    a.hold->release(pick(false));
+    closed = a.sink.wait_event(ev, 1ms);
+  }
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(ev.type, CmEventType::disconnected);
+  EXPECT_EQ(ev.reason.find("no DREP"), std::string::npos) << ev.reason;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3500ms);
+  a.hold->set_holding(false);
+}
+
 TEST_F(RoceCm, AQpMovedToErrorWhileItsDrepWaitsStillAnswersTheDreq) {
   // As above, but b's consumer moves its QP to the error state while b holds its DREP back (b's
   // ACK timeout is long: nothing is retransmitted meanwhile). The DREP goes then: a closes on it,
