@@ -103,6 +103,8 @@ struct Conn final : iwarp::IwarpQp {
   std::uint32_t rx_unacked = 0;  // in-order data frames received since our last ack went out
   Clock::time_point ack_due{};   // a delayed ack goes out then, unless data carries it first
   bool ack_now = false;          // a duplicate or a gap: the peer needs an ack at once
+  bool ack_req = false;          // a frame asked (kFlagAckReq): the ack goes within a round (flush_acks)
+  bool ack_held = false;         // ... held for one round already
   bool disc_rx_pending = false;  // the peer's disconnect arrived ahead of a gap
   std::uint32_t disc_rx_seq = 0;
   Clock::time_point last_challenge{};  // the last challenge ACK (rate limit)

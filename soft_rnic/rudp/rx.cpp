@@ -33,6 +33,7 @@ std::size_t Rudp::poll(std::optional<Clock::time_point> now) {
 }
 
 std::chrono::microseconds Rudp::next_wait() {
+  if (!ack_list_.empty()) return std::chrono::microseconds(0);  // acks held for a round (flush_acks)
   const auto now = Clock::now();
   // The next delayed ack. One that data already carried (ack_due reset) waits for no one: such
   // entries are dropped here, or a blocked consumer would wake for each of them (a ping-pong's
@@ -150,8 +151,12 @@ void Rudp::handle_datagram(NetAddr from, std::span<const std::uint8_t> d) {
   mark_ack(qp);
   const std::uint32_t next = c.rxw.next();
   const bool ahead = h.seq != next;
-  // Out of order or a duplicate: the peer needs our SACK / ack now; so it does when it waits.
-  if (ahead || (h.flags & w::kFlagAckReq)) c.ack_now = true;
+  // Out of order or a duplicate: the peer needs our SACK / ack now. A frame whose ack its
+  // sender waits for asks for it: it goes within a round (flush_acks).
+  if (ahead)
+    c.ack_now = true;
+  else if (h.flags & w::kFlagAckReq)
+    c.ack_req = true;
   switch (c.rxw.accept(h.seq)) {
     case RxWindow::Verdict::duplicate:
       qp.ctr.rx_duplicates++;

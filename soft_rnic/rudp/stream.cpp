@@ -196,7 +196,7 @@ void Rudp::rtt_sample(Conn& c, std::chrono::microseconds sample) {
 
 void Rudp::acked_now(Conn& c) {
   c.ack_needed = false;
-  c.ack_now = false;
+  c.ack_now = c.ack_req = c.ack_held = false;
   c.rx_unacked = 0;
   c.ack_due = {};
 }
@@ -451,22 +451,36 @@ void Rudp::mark_ack(Qp& qp) {
 
 // Acks: at once for every second frame, for anything out of order and for duplicates; a lone
 // in-order frame's ack waits up to kAckDelay, so that a reply the consumer posts meanwhile
-// carries it (a ping-pong then sends no pure acks at all).
+// carries it (a ping-pong then sends no pure acks at all). One whose sender waits for it (the
+// frame asked: a signaled request's last) waits one round instead: a reply the consumer posts
+// after this round carries it, else it goes at the end of the next (the engine does not sleep
+// meanwhile: next_wait). (It went at once, a system call between a signaled Send's arrival and
+// the consumer seeing it, each way of a ping-pong.)
 void Rudp::flush_acks() {
   if (ack_list_.empty()) return;
-  const auto now = ctx_.rx_now;  // frames were received in this round (they alone mark acks)
+  const auto now = ctx_.rx_now;  // (a delayed ack is marked only in a round that received frames)
+  std::size_t keep = 0;
   for (Qp* qp : ack_list_) {
     Conn& c = conn(*qp);
-    c.ack_listed = false;
-    if (!c.ack_needed) continue;
-    if (c.ack_now || c.rx_unacked >= 2 || c.rxw.has_gap() || qp->state != QpState::rts) {
+    if (!c.ack_needed) {
+      c.ack_listed = false;
+      continue;
+    }
+    if (c.ack_now || c.rx_unacked >= 2 || c.rxw.has_gap() || qp->state != QpState::rts || c.ack_held) {
+      c.ack_listed = false;
       send_ack(*qp);
-    } else if (c.ack_due == Clock::time_point{}) {
-      c.ack_due = now + kAckDelay;
-      delayed_acks_.push_back({c.ack_due, qp});
+    } else if (c.ack_req) {
+      c.ack_held = true;
+      ack_list_[keep++] = qp;  // (still listed)
+    } else {
+      c.ack_listed = false;
+      if (c.ack_due == Clock::time_point{}) {
+        c.ack_due = now + kAckDelay;
+        delayed_acks_.push_back({c.ack_due, qp});
+      }
     }
   }
-  ack_list_.clear();
+  ack_list_.resize(keep);
 }
 
 void Rudp::delayed_acks(Clock::time_point now) {

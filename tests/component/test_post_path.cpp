@@ -31,12 +31,14 @@ struct Two {
   Mr *ms = nullptr, *md = nullptr;
 
   Two(const std::string& name, std::uint16_t port, std::uint32_t depth, std::vector<std::uint8_t>& src,
-      std::vector<std::uint8_t>& dst, Access dst_access, std::function<void()> notify = nullptr) {
+      std::vector<std::uint8_t>& dst, Access dst_access, std::function<void()> notify = nullptr,
+      std::chrono::microseconds min_rto = 5000us) {
     for (int i = 0; i < 2; ++i) {
       DeviceConfig c;
       c.name = name + (i ? "_b" : "_a");
       c.netdev.kind = "loopback";
       c.netdev.port = static_cast<std::uint16_t>(port + i);
+      c.min_rto = min_rto;
       std::string e;
       (i ? b : a) = Device::open(c, e);
       if (!(i ? b : a)) ADD_FAILURE() << e;
@@ -289,4 +291,77 @@ TEST(PostPath, ThreadsThatPostAndPollAtOnceLoseNothing) {
   EXPECT_EQ(sends_done, kThreads * kPerThread);
   EXPECT_EQ(recvs_done, kThreads * kPerThread);
   for (std::size_t q = 0; q < kQps; ++q) EXPECT_EQ(b->recv_counts(qb[q]).allocated, kRecvs) << "QP " << q;
+}
+
+// A signaled Send asks for its ACK (the sender waits for it); the receiver holds that ACK one
+// round, so the reply its consumer posts carries it: a signaled ping-pong sends one frame per
+// message each way, not a data frame and a pure ACK (a system call between a Send's arrival and
+// its consumer seeing it). And an ACK nothing carries still goes at once after that round.
+TEST(RudpAcks, ASignaledPingPongSendsNoPureAcks) {
+  std::vector<std::uint8_t> src(64, 1), dst(64, 0);
+  // (A retransmission timeout of at least 200 ms: one below means the ACK was lost, not late on
+  // a loaded host.)
+  Two t("rudpacks", 9790, 256, src, dst, Access::local_write, nullptr, 200000us);
+  ASSERT_TRUE(t.ok());
+  auto &a = t.a, &b = t.b;
+  Mr* ma2 = nullptr;
+  ASSERT_EQ(a->reg_mr(t.pa, dst.data(), dst.size(), Access::local_write, ma2), Status::ok);
+  std::vector<Qp*> qa, qb;
+  ASSERT_NO_FATAL_FAILURE(connect_qps(*a, *b, t.pa, t.pb, t.acq, t.bcq, 1, 64, 19, qa, qb));
+  const Sge sa{a->query_mr(t.ms).stag, reinterpret_cast<std::uintptr_t>(src.data()), 64};
+  const Sge sb{b->query_mr(t.md).stag, reinterpret_cast<std::uintptr_t>(dst.data()), 64};
+  const Sge ra{a->query_mr(ma2).stag, reinterpret_cast<std::uintptr_t>(dst.data()), 64};
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(b->post_recv(qb[0], RecvWr{1, {&sb, 1}}), Status::ok);
+    ASSERT_EQ(a->post_recv(qa[0], RecvWr{1, {&ra, 1}}), Status::ok);
+  }
+  // Polls as a busy consumer does until a receive completes; counts the sends completed.
+  std::size_t sends_a = 0, sends_b = 0;
+  auto wait_recv = [](Device& d, Cq* cq, std::size_t& sends) {
+    Wc wc[4];
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < end) {
+      d.progress();
+      const std::size_t k = d.poll_cq(cq, wc);
+      bool got = false;
+      for (std::size_t j = 0; j < k; ++j) {
+        EXPECT_EQ(wc[j].status, WcStatus::success);
+        if (wc[j].opcode == WcOpcode::recv)
+          got = true;
+        else
+          sends++;
+      }
+      if (got) return true;
+    }
+    return false;
+  };
+  constexpr int kRounds = 200;
+  const auto tx_a = a->counters().tx_frames, tx_b = b->counters().tx_frames;
+  for (int i = 0; i < kRounds; ++i) {
+    ASSERT_EQ(a->post_send(qa[0], SendWr{1, SendOpcode::send, {&sa, 1}}), Status::ok);  // signaled
+    ASSERT_TRUE(wait_recv(*b, t.bcq, sends_b)) << i;
+    ASSERT_EQ(b->post_recv(qb[0], RecvWr{1, {&sb, 1}}), Status::ok);
+    ASSERT_EQ(b->post_send(qb[0], SendWr{1, SendOpcode::send, {&sb, 1}}), Status::ok);
+    ASSERT_TRUE(wait_recv(*a, t.acq, sends_a)) << i;
+    ASSERT_EQ(a->post_recv(qa[0], RecvWr{1, {&ra, 1}}), Status::ok);
+  }
+  const auto sent_a = a->counters().tx_frames - tx_a, sent_b = b->counters().tx_frames - tx_b;
+  // (The progress thread may run a round between a receive and its reply now and then.)
+  EXPECT_LE(sent_a, kRounds * 5 / 4) << "frames a sent for " << kRounds << " messages";
+  EXPECT_LE(sent_b, kRounds * 5 / 4) << "frames b sent for " << kRounds << " messages";
+  EXPECT_GE(sends_a + 1, static_cast<std::size_t>(kRounds)) << "each ping completed (the pong carried its ack)";
+
+  // A Send b does not answer: its ACK goes a round later, without a retransmission.
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(a->post_send(qa[0], SendWr{2, SendOpcode::send, {&sa, 1}}), Status::ok);
+  Wc wc;
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() < t0 + 5s) {
+    Wc w[4];
+    const std::size_t k = a->poll_cq(t.acq, w);
+    for (std::size_t j = 0; j < k; ++j) done = done || w[j].wr_id == 2;
+  }
+  ASSERT_TRUE(done);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 150ms);
+  EXPECT_EQ(a->counters().retransmits, 0u);
 }

@@ -74,9 +74,9 @@ class Softrnic:
         except OSError:
             return False
 
-    def run(self, test, size, iters, window=16, poll="busy", timeout=120, warmup=None):
+    def run(self, test, size, iters, window=16, poll="busy", timeout=120, warmup=None, signaled=False):
         args = ["--ia", self.ia, "--test", test, "--size", str(size), "--iters", str(iters),
-                "--window", str(window), "--poll", poll]
+                "--window", str(window), "--poll", poll] + (["--signaled"] if signaled else [])
         if warmup is not None:
             args += ["--warmup", str(warmup)]
         srv = subprocess.Popen([self.exe, "server"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -180,6 +180,8 @@ def measure_udp(m, stacks, bench, size, iters):
         m["softrnic-udp (wait)"] = (lambda: sr.run("pingpong", size, iters, poll="wait")) if size == 64 else None
         # event-driven: dat_evd_dequeue until empty, then dat_cno_wait (no peer row of its own)
         m["softrnic-udp (cno)"] = (lambda: sr.run("pingpong", size, iters, poll="cno")) if size == 64 else None
+        # Sends that ask for their completion, as most DAT consumers post (no peer row of its kind)
+        m["softrnic-udp (signaled)"] = (lambda: sr.run("pingpong", size, iters, signaled=True)) if size == 64 else None
         if size <= 65000:  # one datagram each way
             m["kernel-udp"] = lambda: peer_call("udp_pingpong", stacks["build"], size, iters, "busy")
             if size == 64:
@@ -255,12 +257,12 @@ def reference(stack):
     """The softrnic row a peer's ratio is taken against: the memif rows against softrnic over memif,
     the MPA/TCP rows (softrnic-tcp, kernel-tcp) against softrnic over MPA/TCP, the blocking rows against
     softrnic's blocking (dat_evd_wait) row of that wire, the rest against softrnic-udp; the event-driven
-    (cno) row has no peer of its kind and no ratio."""
+    (cno) and signaled rows have no peer of their kind and no ratio."""
     if stack.startswith("softrnic-roce"):
         return stack  # the RoCEv2 rows: their own; docs/performance.md gives them against kernel UDP and memif
     if "memif" in stack:
         return "softrnic-dpdk-memif"
-    if "(cno)" in stack:
+    if "(cno)" in stack or "(signaled)" in stack:
         return stack
     wire = "softrnic-tcp" if stack.startswith(("softrnic-tcp", "kernel-tcp")) else "softrnic-udp"
     if "(wait)" in stack or "(block)" in stack:
