@@ -347,16 +347,21 @@ class BurstLog final : public softrnic::testing::ForwardingNetdev {
   std::vector<std::vector<std::uint8_t>> bursts_;
 };
 
+// `side`, opened after this, sends through a BurstLog; `log` is set to it then.
+void log_bursts(RoceSide& side, BurstLog*& log) {
+  side.wrap = [&log](std::unique_ptr<netdev::Netdev> nd) {
+    auto l = std::make_unique<BurstLog>(std::move(nd));
+    log = l.get();
+    return l;
+  };
+}
+
 // RoCEv2 has no acknowledgement on a request: the ACK a responder owes waits a round for the
 // reply its consumer posts, and leaves behind it in the same system call, instead of one of
 // its own per message each way. And an ACK nothing goes with still leaves: the next round.
 TEST_F(RocePair, AnOwedAckLeavesWithTheReplyInOneBurst) {
   BurstLog* log = nullptr;
-  b.wrap = [&](std::unique_ptr<netdev::Netdev> nd) {
-    auto l = std::make_unique<BurstLog>(std::move(nd));
-    log = l.get();
-    return l;
-  };
+  log_bursts(b, log);
   open();
   connect();
   ASSERT_NE(log, nullptr);
@@ -531,11 +536,7 @@ TEST_F(RoceCm, ConnectSendDisconnect) {
 // reaping DTO problem").
 TEST_F(RoceCm, AnAckHeldForAReplyLeavesBeforeTheDreq) {
   BurstLog* log = nullptr;
-  b.wrap = [&](std::unique_ptr<netdev::Netdev> nd) {
-    auto l = std::make_unique<BurstLog>(std::move(nd));
-    log = l.get();
-    return l;
-  };
+  log_bursts(b, log);
   open();
   cm_connect({1}, {2});
   ASSERT_NE(log, nullptr);
