@@ -525,9 +525,8 @@ void Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
       rearm(qp);
       return;
     }
-    send_owed_ack(qp);
-    send_cm(s.dst, r, h.tid);
-    start_linger(qp, false);  // answers the DREQ again if this DREP is lost
+    s.dreq_tid = h.tid;
+    answer_dreq(qp);
     close_qp(qp, CmEventType::disconnected, "the peer disconnected");
     return;
   }

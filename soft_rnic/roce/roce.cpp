@@ -96,10 +96,9 @@ void Roce::closed(Qp& qp) {
   // A peer's DREQ still waits for its DREP (the QP is closed in drain another way: moved to the
   // error state, destroyed): it goes now, or the peer would wait out its DREQ timeout.
   if (s.cm == CmState::drain) answer_dreq(qp);
-  send_owed_ack(qp);  // what was received is delivered: the peer hears so
+  forget(qp);  // (while still connected: an ACK it owes goes, what was received is delivered)
   s.connected = false;
   s.cm = CmState::idle;
-  forget(qp);
 }
 
 void Roce::close_all() {
