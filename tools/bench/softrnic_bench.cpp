@@ -174,11 +174,9 @@ struct Node {
     DAT_EVENT ev = next(evd, what);
     return dto(ev, what).user_cookie.as_64;
   }
-  // Takes the completions `evd` holds now, each checked; how many.
-  std::size_t reap(DAT_EVD_HANDLE evd, const char* what) {
-    std::size_t k = 0;
-    for (DAT_EVENT ev; dat_evd_dequeue(evd, &ev) == DAT_SUCCESS; ++k) dto(ev, what);
-    return k;
+  // Takes the completions `evd` holds now, each checked.
+  void reap(DAT_EVD_HANDLE evd, const char* what) {
+    for (DAT_EVENT ev; dat_evd_dequeue(evd, &ev) == DAT_SUCCESS;) dto(ev, what);
   }
 
   void post_recv(const DAT_LMR_TRIPLET& t, std::uint64_t cookie) {
