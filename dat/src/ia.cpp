@@ -256,8 +256,9 @@ DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
                                    " terminates_sent " + n(c.terminates_sent) + " terminates_received " +
                                    n(c.terminates_received) + " rx_bad_acks " + n(c.rx_bad_acks) + " challenge_acks " +
                                    n(c.challenge_acks) + " cookies_sent " + n(c.cookies_sent) + " rx_bad_cookies " +
-                                   n(c.rx_bad_cookies) + " keepalive_probes " + n(c.keepalive_probes) + " dead_peers " +
-                                   n(c.dead_peers) + " memory_faults " + n(c.memory_faults));
+                                   n(c.rx_bad_cookies) + " rx_stray_cm " + n(c.rx_stray_cm) + " keepalive_probes " +
+                                   n(c.keepalive_probes) + " dead_peers " + n(c.dead_peers) + " memory_faults " +
+                                   n(c.memory_faults));
   }
   ia->publisher.reset();  // before the device it reads
   ia->dev.reset();        // stops the progress thread

@@ -108,7 +108,9 @@ bool parse_ia_params_raw(std::string_view params, DeviceConfig& cfg, std::string
     } else if (key == "roce_mtu") {
       ok = parse_uint<std::uint32_t>(val, 256, 4096, cfg.roce.mtu) && (cfg.roce.mtu & (cfg.roce.mtu - 1)) == 0;
     } else if (key == "roce_timeout") {
-      ok = parse_uint<std::uint8_t>(val, 1, 31, cfg.roce.timeout);
+      std::uint8_t t = 0;
+      ok = parse_uint<std::uint8_t>(val, 1, 31, t);
+      if (ok) cfg.roce.timeout = t;
     } else if (key == "roce_retry_cnt") {
       ok = parse_uint<std::uint8_t>(val, 0, 7, cfg.roce.retry_cnt);
     } else if (key == "roce_rnr_retry") {

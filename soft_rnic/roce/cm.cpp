@@ -198,9 +198,9 @@ Status Roce::connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<
   return Status::ok;
 }
 
-void Roce::on_rep(const cm::MadHdr& h, const cm::Rep& m) {
+bool Roce::on_rep(NetAddr from, const cm::MadHdr& h, const cm::Rep& m) {
   Qp* q = qp_by_comm(m.remote_comm_id);
-  if (!q) return;
+  if (!q || !in_transaction(*q, from, h)) return false;
   Qp& qp = *q;
   RoceQp& s = st(qp);
   if (s.cm == CmState::established && m.local_comm_id == s.remote_comm) {
@@ -209,9 +209,9 @@ void Roce::on_rep(const cm::MadHdr& h, const cm::Rep& m) {
     rtu.local_comm_id = s.local_comm;
     rtu.remote_comm_id = s.remote_comm;
     send_cm(s.dst, rtu, s.tid);
-    return;
+    return true;
   }
-  if (s.cm != CmState::req_sent || h.tid != s.tid) return;
+  if (s.cm != CmState::req_sent) return false;
   s.remote_comm = m.local_comm_id;
   s.peer_qpn = m.local_qpn;
   send_from(s, m.starting_psn);
@@ -228,17 +228,21 @@ void Roce::on_rep(const cm::MadHdr& h, const cm::Rep& m) {
   rtu.remote_comm_id = s.remote_comm;
   send_cm(s.dst, rtu, s.tid);
   timers_.cancel(qp.qpn);
+  s.heard_at = Clock::now();
+  rearm(qp);
   emit(qp, CmEventType::established, "", std::vector<std::uint8_t>(m.private_data.begin(), m.private_data.end()));
+  return true;
 }
 
-void Roce::on_mra(const cm::Mra& m) {
+bool Roce::on_mra(NetAddr from, const cm::MadHdr& h, const cm::Mra& m) {
   Qp* q = qp_by_comm(m.remote_comm_id);
-  if (!q) return;
+  if (!q || !in_transaction(*q, from, h)) return false;
   RoceQp& s = st(*q);
-  if (s.cm != CmState::req_sent || m.msg_mraed != cm::MsgKind::req) return;
+  if (s.cm != CmState::req_sent || m.msg_mraed != cm::MsgKind::req) return false;
   // The peer's consumer is deciding: no more REQs for the time it asks (within our deadline).
   s.cm_next = Clock::now() + std::chrono::nanoseconds(cm::timeout_ns(m.service_timeout));
   rearm(*q);
+  return true;
 }
 
 // ---- passive side ----
@@ -382,9 +386,11 @@ Status Roce::reject(ConnRequest* creq, std::span<const std::uint8_t> pd) {
   return Status::ok;
 }
 
-void Roce::on_rtu(const cm::Rtu& m) {
+bool Roce::on_rtu(NetAddr from, const cm::MadHdr& h, const cm::Rtu& m) {
   Qp* q = qp_by_comm(m.remote_comm_id);
-  if (q && st(*q).cm == CmState::rep_sent && st(*q).remote_comm == m.local_comm_id) established(*q);
+  if (!q || st(*q).remote_comm != m.local_comm_id || !in_transaction(*q, from, h)) return false;
+  if (st(*q).cm == CmState::rep_sent) established(*q);  // (else the first packet did already)
+  return true;
 }
 
 void Roce::established(Qp& qp) {
@@ -397,40 +403,47 @@ void Roce::established(Qp& qp) {
     drop_req(r);
   }
   timers_.cancel(qp.qpn);
+  s.heard_at = Clock::now();
   rearm(qp);
   emit(qp, CmEventType::established, "");
 }
 
-void Roce::on_rej(NetAddr from, const cm::Rej& m) {
-  // A REJ of a request we hold (its requester gave up): the request goes.
+// IB CM lets a REJ answer only a REQ or a REP: on the passive side a request we hold (its
+// requester gave up, or refused our REP), on the active side our REQ. After the RTU (or the first
+// packet) nothing it says closes a connection, and it must come from the peer, in the
+// connection's transaction, naming our comm ID (an off-path sender would have to guess the
+// address, the 64-bit TID and the comm ID; one REJ carrying only the comm ID closed a live one).
+bool Roce::on_rej(NetAddr from, const cm::MadHdr& h, const cm::Rej& m) {
   for (Request* r : reqs_) {
-    if (r->from.ip != from.ip || r->req.local_comm_id != m.local_comm_id) continue;
-    if (r->qp) {
-      Qp& qp = *r->qp;
-      close_qp(qp, CmEventType::rejected,
+    if (r->from.ip != from.ip || r->req.local_comm_id != m.local_comm_id || r->tid != h.tid) continue;
+    if (!r->qp) {
+      drop_req(r);
+    } else if (st(*r->qp).cm == CmState::rep_sent &&
+               (m.remote_comm_id == st(*r->qp).local_comm || m.remote_comm_id == 0)) {
+      // (0: the requester withdrew its REQ before our REP reached it.)
+      close_qp(*r->qp, CmEventType::rejected,
                "the requester rejected our reply (reason " + std::string(cm::to_string(m.reason)) + ")");
     } else {
-      drop_req(r);
+      return false;
     }
-    return;
+    return true;
   }
   Qp* q = qp_by_comm(m.remote_comm_id);
-  if (!q) return;
+  if (!q || st(*q).cm != CmState::req_sent || !in_transaction(*q, from, h)) return false;
   Qp& qp = *q;
-  RoceQp& s = st(qp);
-  if (s.cm == CmState::req_sent) {
-    const bool consumer = m.reason == cm::RejReason::consumer_defined;
-    const CmEventType ev = consumer                                        ? CmEventType::rejected
-                           : m.reason == cm::RejReason::invalid_service_id ? CmEventType::no_listener
-                                                                           : CmEventType::rejected;
-    close_qp(qp, std::nullopt, "");
-    emit(qp, ev, "REJ: " + std::string(cm::to_string(m.reason)),
-         consumer ? std::vector<std::uint8_t>(m.private_data.begin(), m.private_data.end())
-                  : std::vector<std::uint8_t>{});
-    return;
-  }
-  if (s.cm == CmState::rep_sent || s.cm == CmState::established)
-    close_qp(qp, CmEventType::rejected, "REJ: " + std::string(cm::to_string(m.reason)));
+  const bool consumer = m.reason == cm::RejReason::consumer_defined;
+  const CmEventType ev =
+      m.reason == cm::RejReason::invalid_service_id ? CmEventType::no_listener : CmEventType::rejected;
+  close_qp(qp, std::nullopt, "");
+  emit(
+      qp, ev, "REJ: " + std::string(cm::to_string(m.reason)),
+      consumer ? std::vector<std::uint8_t>(m.private_data.begin(), m.private_data.end()) : std::vector<std::uint8_t>{});
+  return true;
+}
+
+// A message of the QP's connection setup: from the peer's address, in the REQ's transaction.
+bool Roce::in_transaction(const Qp& qp, NetAddr from, const cm::MadHdr& h) const {
+  return from.ip == st(qp).dst.ip && h.tid == st(qp).tid;
 }
 
 // ---- disconnect ----
@@ -501,15 +514,15 @@ void Roce::send_dreq(Qp& qp) {
   rearm(qp);
 }
 
-void Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
-  cm::Drep r;
-  r.local_comm_id = m.remote_comm_id;
-  r.remote_comm_id = m.local_comm_id;
+// A DREQ closes a connection only from its peer, naming both comm IDs and our QPN (as Linux's
+// CM checks it), once the peer knows our comm ID: after our REP, or our REQ's answer.
+bool Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
   Qp* q = qp_by_comm(m.remote_comm_id);
-  if (q && st(*q).remote_comm == m.local_comm_id && st(*q).dst.ip == from.ip) {
+  if (q && st(*q).remote_comm == m.local_comm_id && st(*q).dst.ip == from.ip && m.remote_qpn == q->qpn &&
+      st(*q).cm != CmState::req_sent) {
     Qp& qp = *q;
     RoceQp& s = st(qp);
-    if (s.cm == CmState::drain) return;  // its DREQ again: the DREP follows our requests' ACKs
+    if (s.cm == CmState::drain) return true;  // its DREQ again: the DREP follows our requests' ACKs
     if (!s.reqs.empty() && qp.state == QpState::rts) {
       // Requests of ours still wait for their ACK (lost, or on its way): they complete first, and
       // the DREP waits for them. A peer whose QP still acknowledges until our DREP (softrnic's
@@ -520,21 +533,25 @@ void Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
       s.cm = CmState::drain;
       s.dreq_tid = h.tid;
       qp.cm = CmPhase::disconnecting;
-      s.cm_next = s.cm_deadline =
-          Clock::now() + std::min<Clock::duration>(ack_timeout_ * (ctx_.cfg.roce.retry_cnt + 1), kDrainMax);
+      s.cm_next = s.cm_deadline = Clock::now() + std::min<Clock::duration>(retry_time(), kDrainMax);
       rearm(qp);
-      return;
+      return true;
     }
     s.dreq_tid = h.tid;
     answer_dreq(qp);
     close_qp(qp, CmEventType::disconnected, "the peer disconnected");
-    return;
+    return true;
   }
   for (const Linger& l : lingers_)
-    if (l.local_comm == m.remote_comm_id && l.remote_comm == m.local_comm_id && l.dst.ip == from.ip) {
+    if (l.local_comm == m.remote_comm_id && l.remote_comm == m.local_comm_id && l.dst.ip == from.ip &&
+        m.remote_qpn == l.qpn) {
+      cm::Drep r;
+      r.local_comm_id = m.remote_comm_id;
+      r.remote_comm_id = m.local_comm_id;
       send_cm(l.dst, r, h.tid);
-      return;
+      return true;
     }
+  return false;
 }
 
 void Roce::answer_dreq(Qp& qp) {
@@ -548,13 +565,17 @@ void Roce::answer_dreq(Qp& qp) {
   s.cm = CmState::idle;     // answered: the close that follows sends nothing more
 }
 
-void Roce::on_drep(const cm::Drep& m) {
+// A DREP answers our DREQ: from the peer, naming both comm IDs, in the DREQ's transaction.
+bool Roce::on_drep(NetAddr from, const cm::MadHdr& h, const cm::Drep& m) {
   Qp* q = qp_by_comm(m.remote_comm_id);
-  if (q && st(*q).cm == CmState::dreq_sent && st(*q).remote_comm == m.local_comm_id) {
+  if (q && st(*q).cm == CmState::dreq_sent && st(*q).remote_comm == m.local_comm_id && in_transaction(*q, from, h)) {
     close_qp(*q, CmEventType::disconnected, "disconnected");
-    return;
+    return true;
   }
-  std::erase_if(lingers_, [&](const Linger& l) { return l.local_comm == m.remote_comm_id && l.dreq; });
+  return std::erase_if(lingers_, [&](const Linger& l) {
+           return l.dreq && l.local_comm == m.remote_comm_id && l.remote_comm == m.local_comm_id &&
+                  l.dst.ip == from.ip && l.tid == h.tid;
+         }) > 0;
 }
 
 void Roce::start_linger(Qp& qp, bool dreq) {
@@ -638,18 +659,19 @@ void Roce::handle_mad(NetAddr from, std::span<const std::uint8_t> mad) {
     ctx_.ctr.rx_bad_frames++;
     return;
   }
-  std::visit(
+  const bool taken = std::visit(
       [&](const auto& msg) {
         using T = std::decay_t<decltype(msg)>;
-        if constexpr (std::is_same_v<T, cm::Req>) on_req(from, h, msg);
-        if constexpr (std::is_same_v<T, cm::Rep>) on_rep(h, msg);
-        if constexpr (std::is_same_v<T, cm::Rtu>) on_rtu(msg);
-        if constexpr (std::is_same_v<T, cm::Rej>) on_rej(from, msg);
-        if constexpr (std::is_same_v<T, cm::Mra>) on_mra(msg);
-        if constexpr (std::is_same_v<T, cm::Dreq>) on_dreq(from, h, msg);
-        if constexpr (std::is_same_v<T, cm::Drep>) on_drep(msg);
+        if constexpr (std::is_same_v<T, cm::Req>) return on_req(from, h, msg), true;
+        if constexpr (std::is_same_v<T, cm::Rep>) return on_rep(from, h, msg);
+        if constexpr (std::is_same_v<T, cm::Rtu>) return on_rtu(from, h, msg);
+        if constexpr (std::is_same_v<T, cm::Rej>) return on_rej(from, h, msg);
+        if constexpr (std::is_same_v<T, cm::Mra>) return on_mra(from, h, msg);
+        if constexpr (std::is_same_v<T, cm::Dreq>) return on_dreq(from, h, msg);
+        if constexpr (std::is_same_v<T, cm::Drep>) return on_drep(from, h, msg);
       },
       m);
+  if (!taken) ctx_.ctr.rx_stray_cm++;
 }
 
 }  // namespace softrnic::roce

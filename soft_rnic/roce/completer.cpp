@@ -12,6 +12,13 @@ namespace softrnic::roce {
 
 namespace w = wire::roce;
 
+namespace {
+// The default ACK timeout backs off to 4.096 us * 2^20: retry_cnt 7 then spans 12.8 s, longer than
+// the default keepalive bound (5 s of silence and 5 probes a second apart), so a peer stalled for
+// seconds is waited for.
+constexpr std::chrono::microseconds kMaxBackoffTimeout{4294967};
+}  // namespace
+
 void Roce::on_response(Qp& qp, const w::Packet& p) {
   RoceQp& s = st(qp);
   if (qp.state != QpState::rts && qp.state != QpState::closing) return;
@@ -56,8 +63,7 @@ void Roce::on_response(Qp& qp, const w::Packet& p) {
       return;
     }
     r.resp_pkts++;
-    s.progress_at = Clock::now();
-    s.retry_left = ctx_.cfg.roce.retry_cnt;
+    made_progress(s);
     if (last) {
       r.done = true;
       s.tx_psn = std::max(s.tx_psn, r.first_psn + r.npkts);
@@ -82,8 +88,7 @@ void Roce::on_response(Qp& qp, const w::Packet& p) {
     }
     r.resp_pkts = 1;
     r.done = true;
-    s.progress_at = Clock::now();
-    s.retry_left = ctx_.cfg.roce.retry_cnt;
+    made_progress(s);
     acknowledged(qp, s.ack_through);
     return;
   }
@@ -170,8 +175,7 @@ void Roce::acknowledged(Qp& qp, Pos through) {
   recount(qp);
   if (s.una_psn != before) {
     s.cwnd = static_cast<std::uint32_t>(std::min<Pos>(max_window_, s.cwnd + (s.una_psn - before)));
-    s.progress_at = Clock::now();
-    s.retry_left = ctx_.cfg.roce.retry_cnt;
+    made_progress(s);
     s.last_nak_psn = ~Pos{0};
   }
   // Reads complete when their whole response is placed ("delivered" through the last packet).
@@ -179,7 +183,8 @@ void Roce::acknowledged(Qp& qp, Pos through) {
   complete_sends(qp, s.una_psn);
   if (qp.state != QpState::rts && qp.state != QpState::closing) return;
   if (s.reqs.empty()) {
-    timers_.cancel(qp.qpn);
+    // (The timer stays armed: when it fires, on_timer arms the keepalive deadline instead. Armed
+    // anew for every request that completes all, the queue would fill with stale entries.)
     if (qp.cm == CmPhase::disconnecting && qp.sq_wait.empty()) send_queue_drained(qp);
     return;
   }
@@ -201,6 +206,25 @@ void Roce::complete_error(Qp& qp, WcStatus status, std::string reason) {
   break_qp(qp, std::move(reason));
 }
 
+Clock::duration Roce::rto(const RoceQp& s) const {
+  if (!s.reqs.empty() && s.reqs.front().probe) return ctx_.cfg.keepalive_interval;
+  if (!backoff_) return ack_timeout_;
+  return std::min<Clock::duration>(ack_timeout_ * (1 << std::min(s.timeouts, 16)), kMaxBackoffTimeout);
+}
+
+Clock::duration Roce::retry_time() const {
+  RoceQp s;
+  Clock::duration t{};
+  for (s.timeouts = 0; s.timeouts <= ctx_.cfg.roce.retry_cnt; ++s.timeouts) t += rto(s);
+  return t;
+}
+
+void Roce::made_progress(RoceQp& s) {
+  s.progress_at = Clock::now();
+  s.retry_left = ctx_.cfg.roce.retry_cnt;
+  s.timeouts = 0;
+}
+
 void Roce::on_timer(Qp& qp, Clock::time_point now) {
   RoceQp& s = st(qp);
   if (s.cm == CmState::req_sent || s.cm == CmState::rep_sent || s.cm == CmState::dreq_sent || s.cm == CmState::drain) {
@@ -212,7 +236,12 @@ void Roce::on_timer(Qp& qp, Clock::time_point now) {
     return;
   }
   if (!s.jobs.empty()) send_responses(qp);
-  if (!s.connected || s.reqs.empty()) return;
+  if (!s.connected) return;
+  if (s.reqs.empty()) {
+    if (keepalive_on(qp) && now >= s.heard_at + ctx_.cfg.keepalive_idle) send_probe(qp);
+    rearm(qp);
+    return;
+  }
   if (s.rnr_wait) {
     if (now < s.rnr_until) {
       rearm(qp);
@@ -223,15 +252,24 @@ void Roce::on_timer(Qp& qp, Clock::time_point now) {
     go_back(qp, s.tx_psn);
     return;
   }
-  if (now >= s.progress_at + ack_timeout_) {
+  if (now >= s.progress_at + rto(s)) {
+    const bool probe = s.reqs.front().probe;
     if (s.tx_psn == s.una_psn && s.budget_waiting) {
       s.progress_at = now;  // nothing is in flight: it waits for the device's budget, not for the peer
-    } else if (s.retry_left == 0) {
+    } else if (probe && s.timeouts + 1 >= ctx_.cfg.keepalive_probes) {
+      ctx_.ctr.dead_peers++;
+      complete_error(qp, WcStatus::transport_error,
+                     "keepalive: the peer answered none of " + std::to_string(ctx_.cfg.keepalive_probes) +
+                         " probes after " + std::to_string(ctx_.cfg.keepalive_idle.count()) + " ms of silence");
+      return;
+    } else if (!probe && s.retry_left == 0) {
       complete_error(qp, WcStatus::transport_error, "retry count exceeded: no acknowledgement from the peer");
       return;
     } else {
-      s.retry_left--;
+      if (!probe) s.retry_left--;
+      s.timeouts++;
       s.progress_at = now;
+      if (probe) ctx_.ctr.keepalive_probes++;
       go_back(qp, s.una_psn, true);
     }
   }

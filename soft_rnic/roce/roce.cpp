@@ -15,13 +15,16 @@ namespace w = wire::roce;
 
 namespace {
 constexpr std::size_t kRxBurst = 32;
+constexpr std::uint8_t kDefaultAckTimeout = 14;  // 67 ms, ibv_rc_pingpong's and rxe's usual first timeout
 }  // namespace
 
 Roce::Roce(Ctx& ctx, netdev::Netdev& nd) : ctx_(ctx), nd_(nd), self_(nd.local_addr()) {
   const std::uint32_t link = w::path_mtu_for(static_cast<std::uint32_t>(nd_.max_datagram()) + 28);
   link_mtu_ = ctx_.cfg.roce.mtu ? std::min(ctx_.cfg.roce.mtu, link) : link;
   // 4.096 us * 2^timeout (IBTA 9.7.6.1.3), at least the configured RTO floor.
-  const auto t = std::chrono::nanoseconds(4096LL << std::min<int>(ctx_.cfg.roce.timeout, 31));
+  backoff_ = !ctx_.cfg.roce.timeout;
+  const auto t =
+      std::chrono::nanoseconds(4096LL << std::min<int>(ctx_.cfg.roce.timeout.value_or(kDefaultAckTimeout), 31));
   ack_timeout_ = std::max(std::chrono::ceil<std::chrono::microseconds>(t), std::chrono::microseconds(100));
   max_window_ = std::clamp<std::uint32_t>(ctx_.cfg.window, 4, 128);
   budget_.set_limit(std::max<std::size_t>(max_window_, nd_.rx_buffer_bytes() / 2 / (link_mtu_ + 1024)));
@@ -139,6 +142,8 @@ Status Roce::connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, 
   qp.ird = ird;
   qp.state = QpState::rts;
   qp.cm = CmPhase::connected;
+  s.heard_at = Clock::now();
+  rearm(qp);
   emit(qp, CmEventType::established, "");
   return Status::ok;
 }
@@ -210,6 +215,7 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
     return;
   }
   qp.ctr.rx_frames++;
+  s.heard_at = ctx_.rx_now;
   if (s.cm == CmState::rep_sent) established(qp);  // the RTU was lost: the first packet says as much
   if (w::op_info(p.opcode).has & w::kRequest)
     on_request(qp, p);
@@ -344,7 +350,28 @@ void Roce::rearm(Qp& qp) {
     timers_.arm(qp.qpn, std::min(s.cm_next, s.cm_deadline));
   if (!s.connected) return;
   if (!s.jobs.empty()) timers_.arm(qp.qpn, Clock::now());  // Read responses still to send
-  if (!s.reqs.empty()) timers_.arm(qp.qpn, s.rnr_wait ? s.rnr_until : s.progress_at + ack_timeout_);
+  if (!s.reqs.empty())
+    timers_.arm(qp.qpn, s.rnr_wait ? s.rnr_until : s.progress_at + rto(s));
+  else if (keepalive_on(qp))
+    timers_.arm(qp.qpn, s.heard_at + ctx_.cfg.keepalive_idle);
+}
+
+bool Roce::keepalive_on(const Qp& qp) const {
+  return ctx_.cfg.keepalive_idle.count() > 0 && st(qp).connected && qp.state == QpState::rts &&
+         qp.cm == CmPhase::connected;
+}
+
+void Roce::send_probe(Qp& qp) {
+  RoceQp& s = st(qp);
+  ReqWqe r;
+  r.kind = ReqKind::write;
+  r.probe = true;
+  r.first_psn = s.next_psn++;
+  s.reqs.push_back(r);
+  s.progress_at = Clock::now();
+  ctx_.ctr.keepalive_probes++;
+  TxHold hold(*this);
+  pump(qp);
 }
 
 void Roce::pick_source_port(Qp& qp, std::uint32_t flow_label) {
@@ -352,7 +379,11 @@ void Roce::pick_source_port(Qp& qp, std::uint32_t flow_label) {
   s.sport = nd_.source_port(w::source_port_of(flow_label, qp.qpn, s.peer_qpn));
 }
 
+// The peer hears of it (a DREQ, resent for a while) where a CM connection exists: with nothing
+// of its own in flight it would otherwise wait forever.
 void Roce::break_qp(Qp& qp, std::string reason) {
+  RoceQp& s = st(qp);
+  if (s.connected && (s.cm == CmState::established || s.cm == CmState::rep_sent)) start_linger(qp, true);
   close_qp(qp, CmEventType::broken, std::move(reason));
 }
 

@@ -60,6 +60,10 @@ struct ReqWqe {
   std::uint32_t sink_stag = 0;
   std::uint64_t sink_to = 0;
   std::uint32_t resp_pkts = 0;
+  // A keepalive probe (no work request of the consumer's): a zero-length RDMA Write Only that asks
+  // for an ACK. IBTA C9-88 lets a zero-length Write carry no valid rkey, so every RC responder
+  // (rxe's check_rkey, ours) acknowledges it without touching memory or its receive queue.
+  bool probe = false;
 };
 
 // A Read the responder answered, kept for duplicates (up to the IRD of them).
@@ -108,6 +112,8 @@ struct RoceQp final : TransportQp {
   bool budget_waiting = false;       // its next packet waits for the device's budget
   int retry_left = 7;
   int rnr_left = 7;
+  int timeouts = 0;                 // ACK timeouts in a row without progress (Roce::rto backs off by them)
+  Clock::time_point heard_at{};     // the peer's last packet: keepalive probes start after keepalive_idle of silence
   Pos last_nak_psn = ~Pos{0};       // a NAK at the same PSN again without progress costs a retry
   Clock::time_point progress_at{};  // the last acknowledgement or response (the timeout runs from it)
   Clock::time_point rnr_until{};    // after an RNR NAK: nothing goes before then
@@ -254,6 +260,11 @@ class Roce final : public Transport, public engine::Pollable {
   void send_owed_ack(Qp& qp);
   void timers(Clock::time_point now);
   void rearm(Qp& qp);
+  // Liveness (keepalive_idle, _interval, _probes, as on every wire): a connected QP with nothing
+  // in flight that heard nothing from its peer for keepalive_idle sends a probe; keepalive_probes
+  // unanswered, keepalive_interval apart, break it.
+  bool keepalive_on(const Qp& qp) const;
+  void send_probe(Qp& qp);
   void break_qp(Qp& qp, std::string reason);
   void forget(Qp& qp);
 
@@ -288,12 +299,16 @@ class Roce final : public Transport, public engine::Pollable {
   void send_cm(NetAddr to, const M& m, std::uint64_t tid,
                std::array<std::uint8_t, wire::ibcm::kMadLen>* keep = nullptr);
   void on_req(NetAddr from, const wire::ibcm::MadHdr& h, const wire::ibcm::Req& m);
-  void on_rep(const wire::ibcm::MadHdr& h, const wire::ibcm::Rep& m);
-  void on_rtu(const wire::ibcm::Rtu& m);
-  void on_rej(NetAddr from, const wire::ibcm::Rej& m);
-  void on_mra(const wire::ibcm::Mra& m);
-  void on_dreq(NetAddr from, const wire::ibcm::MadHdr& h, const wire::ibcm::Dreq& m);
-  void on_drep(const wire::ibcm::Drep& m);
+  // Each handler takes a message only in the states IB CM allows it and only from the peer it
+  // names (address, both comm IDs where the sender knows ours, the transaction); anything else is
+  // counted (rx_stray_cm) and dropped.
+  bool on_rep(NetAddr from, const wire::ibcm::MadHdr& h, const wire::ibcm::Rep& m);
+  bool on_rtu(NetAddr from, const wire::ibcm::MadHdr& h, const wire::ibcm::Rtu& m);
+  bool on_rej(NetAddr from, const wire::ibcm::MadHdr& h, const wire::ibcm::Rej& m);
+  bool on_mra(NetAddr from, const wire::ibcm::MadHdr& h, const wire::ibcm::Mra& m);
+  bool on_dreq(NetAddr from, const wire::ibcm::MadHdr& h, const wire::ibcm::Dreq& m);
+  bool on_drep(NetAddr from, const wire::ibcm::MadHdr& h, const wire::ibcm::Drep& m);
+  bool in_transaction(const Qp& qp, NetAddr from, const wire::ibcm::MadHdr& h) const;
   Qp* qp_by_comm(std::uint32_t local_comm) const;
   void established(Qp& qp);
   void send_dreq(Qp& qp);
@@ -307,6 +322,12 @@ class Roce final : public Transport, public engine::Pollable {
   void drop_req(Request* r);
 
   // completer.cpp
+  // The ACK timeout of the QP's oldest request now: fixed where the consumer set roce.timeout,
+  // else backed off by the timeouts in a row (a probe's: keepalive_interval).
+  Clock::duration rto(const RoceQp& s) const;
+  // The time from the last progress to the QP's failure when nothing comes back.
+  Clock::duration retry_time() const;
+  void made_progress(RoceQp& s);
   void on_response(Qp& qp, const wire::roce::Packet& p);
   void acknowledged(Qp& qp, Pos through);
   void complete_error(Qp& qp, WcStatus status, std::string reason);
@@ -316,8 +337,9 @@ class Roce final : public Transport, public engine::Pollable {
   netdev::Netdev& nd_;
   NetAddr self_;
   std::uint32_t link_mtu_ = 1024;
-  std::chrono::microseconds ack_timeout_{67108};
-  std::uint32_t max_window_ = 128;  // PSNs in flight per QP (rxe: RXE_MAX_UNACKED_PSNS)
+  std::chrono::microseconds ack_timeout_{67108};  // the first (roce.timeout)
+  bool backoff_ = true;                           // roce.timeout unset: each timeout in a row doubles it
+  std::uint32_t max_window_ = 128;                // PSNs in flight per QP (rxe: RXE_MAX_UNACKED_PSNS)
   engine::TimerQueue timers_;
   // PSNs all QPs together have in flight (a Read's counted whole: its response comes into our
   // receive buffer): half the receive buffer, at a path-MTU packet plus the kernel's ~1 KiB

@@ -90,8 +90,12 @@ struct MpaConfig {
 // RoCEv2 (wire roce): the RC QP attributes ibv_modify_qp would set (rdma_cm's and
 // ibv_rc_pingpong's defaults).
 struct RoceConfig {
-  std::uint32_t mtu = 0;            // path MTU, 256..4096; 0: the largest the link carries (1024 on 1500-byte Ethernet)
-  std::uint8_t timeout = 14;        // local ACK timeout: 4.096 us * 2^timeout (14: 67 ms)
+  std::uint32_t mtu = 0;  // path MTU, 256..4096; 0: the largest the link carries (1024 on 1500-byte Ethernet)
+  // Local ACK timeout: 4.096 us * 2^timeout, fixed, as a QP attribute set with ibv_modify_qp is.
+  // Unset: 67 ms (14) at first, doubling with each timeout in a row up to 4.3 s (20), so that
+  // retry_cnt 7 spans 12.8 s: a peer that stalls (a pause, a descheduled process, a loaded host)
+  // is waited for, while a lost packet is still sent again promptly.
+  std::optional<std::uint8_t> timeout;
   std::uint8_t retry_cnt = 7;       // retransmissions after a timeout or a NAK before the QP fails
   std::uint8_t rnr_retry = 7;       // retries after an RNR NAK (7: without limit)
   std::uint8_t min_rnr_timer = 12;  // the RNR NAK we send asks the peer to wait this long (12: 0.64 ms)
@@ -309,6 +313,7 @@ struct DeviceCounters {
   std::uint64_t rx_bad_acks = 0;          // acknowledgements of data never sent, SACK blocks outside what is in flight
   std::uint64_t challenge_acks = 0;       // in-window control frames (RESET, DISCONNECT) not at the exact sequence
   std::uint64_t rx_bad_cookies = 0;       // connection requests with a wrong or stale cookie
+  std::uint64_t rx_stray_cm = 0;          // RoCEv2 CM messages no connection of ours takes (state, peer, IDs)
   std::uint64_t cookies_sent = 0;         // connection requests answered with a cookie
   std::uint64_t keepalive_probes = 0;     // probes sent to idle peers
   std::uint64_t dead_peers = 0;           // connections broken by unanswered keepalive probes

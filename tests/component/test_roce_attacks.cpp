@@ -1,0 +1,394 @@
+// Issue 29: RoCEv2 under attack and under stall. Forged IB CM messages (what an attacker could only
+// guess, the comm IDs and the transaction, is taken from the real exchange, so each test shows
+// what the remaining checks stop even for an attacker that guessed well), a peer that stops for
+// seconds, a peer that dies while nothing is in flight, and a QP that breaks on its own side.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "harness.hpp"
+#include "roce_pair.hpp"
+#include "softrnic/rnic.hpp"
+#include "softrnic/wire/ib_cm.hpp"
+#include "softrnic/wire/roce.hpp"
+
+using namespace softrnic;
+using namespace std::chrono_literals;
+using softrnic::testing::fill;
+using softrnic::testing::poll_one;
+using softrnic::testing::RoceCm;
+using softrnic::testing::RocePair;
+using softrnic::testing::RoceSide;
+namespace w = softrnic::wire::roce;
+namespace cm = softrnic::wire::ibcm;
+
+namespace {
+
+// A netdev that records the CM messages its device sends, injects datagrams from any source into
+// its device's receive path, and can freeze (a stopped process: nothing leaves, what arrives
+// waits) or die (nothing leaves, nothing arrives).
+class CmTap final : public softrnic::testing::ForwardingNetdev {
+ public:
+  struct Mad {
+    netdev::NetAddr to;
+    cm::MadHdr h;
+    cm::Message m;
+  };
+  using ForwardingNetdev::ForwardingNetdev;
+
+  std::size_t tx_burst(std::span<const netdev::TxFrame> frames) override {
+    for (const auto& f : frames) record(f);
+    if (frozen || dead) return frames.size();
+    return inner_->tx_burst(frames);
+  }
+  std::size_t rx_burst(std::span<netdev::RxFrame> out) override {
+    if (dead) {
+      inner_->rx_burst(out);
+      return 0;
+    }
+    if (frozen) return 0;
+    std::size_t n = 0;
+    {
+      std::lock_guard lk(mu_);
+      for (; n < out.size() && !injected_.empty(); ++n) {
+        auto& [from, d] = injected_.front();
+        std::memcpy(out[n].buf, d.data(), d.size());
+        out[n].len = d.size();
+        out[n].data = nullptr;
+        out[n].from = from;
+        injected_.erase(injected_.begin());
+      }
+    }
+    return n + inner_->rx_burst(out.subspan(n));
+  }
+  void wait_rx(std::chrono::microseconds t) override {
+    if (frozen) {
+      std::this_thread::sleep_for(std::min<std::chrono::microseconds>(t, 1ms));
+      return;
+    }
+    inner_->wait_rx(t);
+  }
+
+  // A CM message as its sender builds it: a UD Send to QP1 with its ICRC.
+  void inject(netdev::NetAddr from, const cm::Message& m, std::uint64_t tid) {
+    std::array<std::uint8_t, cm::kMadLen> mad{};
+    ASSERT_EQ(cm::build(m, tid, mad), cm::kMadLen);
+    w::Packet p;
+    p.opcode = w::Opcode::ud_send_only;
+    p.dest_qpn = w::kGsiQpn;
+    p.qkey = w::kGsiQkey;
+    p.src_qpn = w::kGsiQpn;
+    std::array<std::uint8_t, w::kMaxHeaderLen> hdr{};
+    const std::size_t hl = w::build_headers(p, mad.size(), hdr);
+    std::vector<std::uint8_t> d(hdr.begin(), hdr.begin() + static_cast<std::ptrdiff_t>(hl));
+    d.insert(d.end(), mad.begin(), mad.end());
+    const std::span<const std::uint8_t> pieces[] = {d};
+    const std::uint32_t crc = w::icrc(w::IcrcAddr{from.ip, local_addr().ip, from.port, local_addr().port}, pieces);
+    for (int i = 0; i < 4; ++i) d.push_back(static_cast<std::uint8_t>(crc >> (8 * i)));
+    {
+      std::lock_guard lk(mu_);
+      injected_.emplace_back(from, std::move(d));
+    }
+    inner_->wake();
+  }
+  template <class M>
+  std::optional<std::pair<cm::MadHdr, M>> sent() const {
+    std::lock_guard lk(mu_);
+    for (auto it = mads_.rbegin(); it != mads_.rend(); ++it)
+      if (const M* m = std::get_if<M>(&it->m)) return std::pair{it->h, *m};
+    return std::nullopt;
+  }
+
+  std::atomic<bool> frozen{false}, dead{false};
+
+ private:
+  void record(const netdev::TxFrame& f) {
+    std::vector<std::uint8_t> b;
+    for (auto part : {f.head, f.body, f.tail}) b.insert(b.end(), part.begin(), part.end());
+    w::Packet p;
+    if (w::parse(b, p) != w::ParseError::ok || p.dest_qpn != w::kGsiQpn || p.payload.size() < cm::kMadLen) return;
+    Mad mad{f.to, {}, {}};
+    if (cm::parse(p.payload.first(cm::kMadLen), mad.h, mad.m) != cm::CmError::ok) return;
+    std::lock_guard lk(mu_);
+    mads_.push_back(mad);
+  }
+
+  mutable std::mutex mu_;
+  std::vector<Mad> mads_;
+  std::vector<std::pair<netdev::NetAddr, std::vector<std::uint8_t>>> injected_;
+};
+
+// `side`, opened after this, sends and receives through a CmTap; `tap` is set to it then.
+void tap(RoceSide& side, CmTap*& tap) {
+  side.wrap = [&tap](std::unique_ptr<netdev::Netdev> nd) {
+    auto t = std::make_unique<CmTap>(std::move(nd));
+    tap = t.get();
+    return t;
+  };
+}
+
+// One Send each way, every byte checked: the connection still works.
+void exchange(RoceSide& a, RoceSide& b, std::uint32_t seed) {
+  constexpr std::uint32_t kLen = 3000;
+  b.post_recv(500 + seed, 1 << 20, kLen);
+  a.post_recv(600 + seed, 1 << 20, kLen);
+  fill(a.buf, 0, kLen, seed);
+  fill(b.buf, 0, kLen, seed + 1);
+  ASSERT_EQ(a.post(SendOpcode::send, 1, 0, kLen), Status::ok);
+  ASSERT_EQ(b.post(SendOpcode::send, 2, 0, kLen), Status::ok);
+  Wc wc;
+  for (RoceSide* s : {&a, &b}) {
+    ASSERT_TRUE(poll_one(*s->dev, s->scq, wc, 10000ms));
+    EXPECT_EQ(wc.status, WcStatus::success) << to_string(wc.status);
+    ASSERT_TRUE(poll_one(*s->dev, s->rcq, wc, 10000ms));
+    EXPECT_EQ(wc.status, WcStatus::success) << to_string(wc.status);
+  }
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data() + (1 << 20), kLen), 0);
+  EXPECT_EQ(std::memcmp(b.buf.data(), a.buf.data() + (1 << 20), kLen), 0);
+}
+
+struct RoceCmAttack : RoceCm {
+  CmTap* ta = nullptr;
+  CmTap* tb = nullptr;
+  cm::MadHdr req_h;  // a's REQ: a's comm ID, the connection's transaction
+  cm::Req req;
+  cm::Rep rep;  // b's REP: b's comm ID
+  netdev::NetAddr a_addr, b_addr;
+  static constexpr netdev::NetAddr kStranger{0x7F0A0B0C, 4791};  // 127.10.11.12: a spoofed source
+
+  void SetUp() override {
+    tap(a, ta);
+    tap(b, tb);
+    open();
+    cm_connect({1}, {2});
+    ASSERT_TRUE(ta && tb);
+    auto r = ta->sent<cm::Req>();
+    auto p = tb->sent<cm::Rep>();
+    ASSERT_TRUE(r && p);
+    std::tie(req_h, req) = *r;
+    rep = p->second;
+    a_addr = {a.dev->address().ip, 4791};
+    b_addr = {b.dev->address().ip, 4791};
+  }
+  // What b hears, as if a sent it (from a's address, naming both comm IDs, in the transaction).
+  cm::Rej rej_to_b() const {
+    cm::Rej j;
+    j.local_comm_id = req.local_comm_id;
+    j.remote_comm_id = rep.local_comm_id;
+    j.msg_rejected = cm::MsgKind::rep;
+    j.reason = cm::RejReason::consumer_defined;
+    return j;
+  }
+  cm::Dreq dreq_to_b() const {
+    cm::Dreq d;
+    d.local_comm_id = req.local_comm_id;
+    d.remote_comm_id = rep.local_comm_id;
+    d.remote_qpn = rep.local_qpn;
+    return d;
+  }
+  void expect_no_events() {
+    CmEvent ev;
+    EXPECT_FALSE(a.sink.wait_event(ev, 50ms)) << "a: " << to_string(ev.type) << " " << ev.reason;
+    EXPECT_FALSE(b.sink.wait_event(ev, 50ms)) << "b: " << to_string(ev.type) << " " << ev.reason;
+  }
+};
+
+// Issue 29: one REJ carrying the local comm ID alone, from any address, closed a live connection.
+// IB CM lets a REJ answer only a REQ or a REP; after the RTU it closes nothing, even from the
+// peer's own address in the right transaction. Nor does a DREQ from elsewhere or for another QP,
+// a DREP nobody asked for, a late REP, RTU or MRA.
+TEST_F(RoceCmAttack, ForgedCmMessagesLeaveAnEstablishedConnectionAlone) {
+  const auto before = b.dev->counters().rx_stray_cm + a.dev->counters().rx_stray_cm;
+  tb->inject(kStranger, rej_to_b(), req_h.tid);  // from elsewhere
+  tb->inject(a_addr, rej_to_b(), req_h.tid);     // from the peer, after the RTU
+  cm::Rej to_a = rej_to_b();
+  std::swap(to_a.local_comm_id, to_a.remote_comm_id);
+  ta->inject(b_addr, to_a, req_h.tid);  // to the active side, established
+  cm::Dreq d = dreq_to_b();
+  tb->inject(kStranger, d, 77);  // a DREQ right in every ID, from elsewhere
+  d.remote_qpn ^= 1;
+  tb->inject(a_addr, d, 77);  // for another QP
+  cm::Drep drep;
+  drep.local_comm_id = req.local_comm_id;
+  drep.remote_comm_id = rep.local_comm_id;
+  tb->inject(a_addr, drep, req_h.tid);  // no DREQ of b's asked for it
+  cm::Rep late = rep;
+  std::swap(late.local_comm_id, late.remote_comm_id);
+  ta->inject(kStranger, late, req_h.tid);
+  cm::Rtu rtu;
+  rtu.local_comm_id = req.local_comm_id;
+  rtu.remote_comm_id = rep.local_comm_id;
+  tb->inject(kStranger, rtu, req_h.tid);
+  cm::Mra mra;
+  mra.remote_comm_id = req.local_comm_id;
+  mra.service_timeout = 24;
+  ta->inject(b_addr, mra, req_h.tid);
+  std::this_thread::sleep_for(100ms);
+  expect_no_events();
+  EXPECT_EQ(a.dev->qp_state(a.qp), QpState::rts);
+  EXPECT_EQ(b.dev->qp_state(b.qp), QpState::rts);
+  exchange(a, b, 3);
+  EXPECT_GE(b.dev->counters().rx_stray_cm + a.dev->counters().rx_stray_cm - before, 9u);
+  // The real DREQ (from the peer, both IDs, our QPN) still closes it.
+  ASSERT_EQ(a.dev->disconnect(a.qp, true), Status::ok);
+  CmEvent ev;
+  ASSERT_TRUE(b.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::disconnected) << ev.reason;
+}
+
+// While the request is open, a REJ or an MRA must come from the address the REQ went to and in
+// its transaction: a stranger's REJ would fail the connect, a stranger's MRA would stall it for
+// the 69 s it asks for.
+TEST(RoceCmConnecting, ForgedRejAndMraFromElsewhereDoNotStopTheConnect) {
+  RoceSide a, b;
+  CmTap* ta = nullptr;
+  tap(a, ta);
+  a.open(RocePair::next_ip());
+  b.open(RocePair::next_ip());
+  ASSERT_EQ(b.dev->listen(RoceCm::kQual, [&](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); }),
+            Status::ok);
+  ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), RoceCm::kQual, {}, 10000ms), Status::ok);
+  ConnRequest* r = nullptr;
+  ConnRequestInfo info;
+  ASSERT_TRUE(b.sink.wait_request(r, info));
+  const auto req = ta->sent<cm::Req>();
+  ASSERT_TRUE(req);
+  const netdev::NetAddr stranger{0x7F0A0B0D, 4791}, b_addr{b.dev->address().ip, 4791};
+  cm::Mra mra;
+  mra.remote_comm_id = req->second.local_comm_id;
+  mra.service_timeout = 24;
+  ta->inject(stranger, mra, req->first.tid);
+  cm::Rej j;
+  j.remote_comm_id = req->second.local_comm_id;
+  j.reason = cm::RejReason::consumer_defined;
+  ta->inject(stranger, j, req->first.tid);
+  ta->inject(b_addr, j, req->first.tid ^ 0x100000000ull);  // the peer's address, another transaction
+  std::this_thread::sleep_for(100ms);
+  CmEvent ev;
+  EXPECT_FALSE(a.sink.wait_event(ev, 50ms)) << to_string(ev.type) << " " << ev.reason;
+  EXPECT_GE(a.dev->counters().rx_stray_cm, 3u);
+  ASSERT_EQ(b.dev->accept(r, b.qp, {}), Status::ok);
+  ASSERT_TRUE(a.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::established) << ev.reason;
+  ASSERT_TRUE(b.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::established) << ev.reason;
+  exchange(a, b, 5);
+}
+
+// Issue 29: the default ACK timeout (67 ms, 7 retries, no backoff) gave up after 0.54 s, and a
+// peer stopped for 0.6 s broke the connection. Unset, it now backs off (67 ms doubling to 4.3 s),
+// so a peer stopped for 3 s (nothing leaves it, what comes waits) costs retransmissions, not the
+// connection, with requests in flight both ways.
+TEST_F(RocePair, APeerStoppedForThreeSecondsIsWaitedFor) {
+  CmTap* tb = nullptr;
+  tap(b, tb);
+  open();
+  connect();
+  constexpr int kMsgs = 40;
+  constexpr std::uint32_t kLen = 2000;
+  for (int i = 0; i < kMsgs; ++i) {
+    b.post_recv(i, (1 << 20) + i * kLen, kLen);
+    a.post_recv(i, (1 << 20) + i * kLen, kLen);
+  }
+  fill(a.buf, 0, kMsgs * kLen, 1);
+  fill(b.buf, 0, kMsgs * kLen, 2);
+  tb->frozen = true;
+  for (int i = 0; i < kMsgs; ++i) {
+    ASSERT_EQ(a.post(SendOpcode::send, i, i * kLen, kLen), Status::ok);
+    ASSERT_EQ(b.post(SendOpcode::send, i, i * kLen, kLen), Status::ok);
+  }
+  std::this_thread::sleep_for(3s);
+  tb->frozen = false;
+  for (RoceSide* s : {&a, &b})
+    for (int i = 0; i < kMsgs; ++i) {
+      Wc wc;
+      ASSERT_TRUE(poll_one(*s->dev, s->scq, wc, 15000ms)) << i;
+      EXPECT_EQ(wc.status, WcStatus::success) << to_string(wc.status);
+      ASSERT_TRUE(poll_one(*s->dev, s->rcq, wc, 15000ms)) << i;
+      EXPECT_EQ(wc.status, WcStatus::success) << to_string(wc.status);
+    }
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data() + (1 << 20), kMsgs * kLen), 0);
+  EXPECT_EQ(std::memcmp(b.buf.data(), a.buf.data() + (1 << 20), kMsgs * kLen), 0);
+  EXPECT_GT(a.dev->counters().retransmits, 0u) << "a waited through a stop, not an idle moment";
+  EXPECT_LT(a.dev->counters().retransmits, 8u) << "backed off: a few retransmissions in 3 s";
+  CmEvent ev;
+  EXPECT_FALSE(a.sink.wait_event(ev, 10ms)) << ev.reason;
+}
+
+// ... while a consumer that sets the ACK timeout gets exactly what it set: 4 ms, 3 retries, fixed.
+TEST_F(RocePair, AnAckTimeoutTheConsumerSetIsKeptExactly) {
+  CmTap* tb = nullptr;
+  tap(b, tb);
+  RoceConfig rc;
+  rc.timeout = 10;  // 4.2 ms
+  rc.retry_cnt = 3;
+  open({}, {}, rc);
+  connect();
+  tb->frozen = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(a.post(SendOpcode::send, 1, 0, 100), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(wc.status, WcStatus::transport_error);
+  EXPECT_EQ(a.dev->counters().retransmits, 3u);
+  EXPECT_LT(took, 1s) << "4 timeouts of 4.2 ms, not backed off to seconds";
+}
+
+// Issue 29: a RoCEv2 peer that died while nothing was in flight was never noticed (60 s and no
+// event). A connection silent for keepalive_idle sends a probe (a zero-length RDMA Write asking
+// for an ACK, which every RC responder answers); keepalive_probes unanswered break it. A live,
+// idle peer answers every probe and the connection stays.
+TEST_F(RoceCm, ADeadIdlePeerIsNoticedByKeepalive) {
+  CmTap* tb = nullptr;
+  tap(b, tb);
+  a.configure = b.configure = [](DeviceConfig& c) {
+    c.keepalive_idle = 300ms;
+    c.keepalive_interval = 100ms;
+    c.keepalive_probes = 3;
+  };
+  open();
+  cm_connect({}, {});
+  std::this_thread::sleep_for(1200ms);  // idle, both alive: probes go and are answered
+  CmEvent ev;
+  EXPECT_FALSE(a.sink.wait_event(ev, 10ms)) << ev.reason;
+  EXPECT_FALSE(b.sink.wait_event(ev, 10ms)) << ev.reason;
+  EXPECT_GE(a.dev->counters().keepalive_probes, 2u);
+  EXPECT_EQ(a.dev->counters().dead_peers, 0u);
+  exchange(a, b, 9);
+  const auto t0 = std::chrono::steady_clock::now();
+  tb->dead = true;
+  ASSERT_TRUE(a.sink.wait_event(ev, 3000ms)) << "the dead peer was noticed";
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(ev.type, CmEventType::broken);
+  EXPECT_NE(ev.reason.find("keepalive"), std::string::npos) << ev.reason;
+  EXPECT_EQ(a.dev->counters().dead_peers, 1u);
+  EXPECT_LT(took, 1500ms) << "within the bound: 300 ms of silence and 3 probes 100 ms apart";
+}
+
+// Issue 29: a QP that broke on its own side sent no DREQ, so a peer with nothing in flight never
+// heard. Here a's Send runs out of RNR retries (b posted no receive): a breaks and tells b.
+TEST_F(RoceCm, AQpThatBreaksOnItsOwnSideTellsItsPeer) {
+  RoceConfig rc;
+  rc.rnr_retry = 1;
+  rc.min_rnr_timer = 1;
+  open({}, {}, rc);
+  cm_connect({}, {});
+  ASSERT_EQ(a.post(SendOpcode::send, 1, 0, 100), Status::ok);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*a.dev, a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::rnr_retry_exceeded);
+  CmEvent ev;
+  ASSERT_TRUE(a.sink.wait_event(ev));
+  EXPECT_EQ(ev.type, CmEventType::broken);
+  ASSERT_TRUE(b.sink.wait_event(ev, 3000ms)) << "b heard of it";
+  EXPECT_EQ(ev.type, CmEventType::disconnected) << ev.reason;
+}
+
+}  // namespace
