@@ -140,6 +140,7 @@ struct Conn {
   std::uint32_t mask = 0;  // events registered with epoll; 0: not in the set
   bool want_writable = false;
   bool readable_queued = false;
+  bool held = false;            // hold_reads: out of epoll's read set (its bytes wait in the socket)
   bool spin = false;            // spin_read: reported readable without epoll between epoll rounds
   bool small_read = false;      // a read found a few bytes (at most kSpinReadMax) ...
   std::uint32_t data_call = 0;  // ... at this many events() calls (spin_calls_)
@@ -363,8 +364,17 @@ class TcpNetdev final : public StreamNetdev {
       c->want_writable = true;  // EPOLLOUT joins the mask when the connect completes
     } else if (c->state == State::established) {
       c->want_writable = true;
-      set_mask(*c, id, kConnEvents | EPOLLOUT);
+      set_mask(*c, id, conn_mask(*c));
     }
+  }
+
+  void hold_reads(StreamId id, bool hold) override {
+    Conn* c = find(id);
+    if (!c || c->state != State::established || c->held == hold) return;
+    c->held = hold;
+    std::erase_if(pending_, [id](const StreamEvent& e) { return e.id == id && e.kind == StreamEventKind::readable; });
+    c->readable_queued = false;
+    set_mask(*c, id, conn_mask(*c));
   }
 
   void close(StreamId id, bool abort) override {
@@ -520,6 +530,10 @@ class TcpNetdev final : public StreamNetdev {
   }
 
   // Registers the connection's socket for `mask` (0: removes it). False when epoll refuses.
+  static std::uint32_t conn_mask(const Conn& c) {
+    return (c.held ? 0u : kConnEvents) | (c.want_writable ? EPOLLOUT : 0u);
+  }
+
   bool set_mask(Conn& c, StreamId id, std::uint32_t mask) {
     if (mask == c.mask) return true;
     int r;
@@ -627,7 +641,7 @@ class TcpNetdev final : public StreamNetdev {
         case State::established:
           if ((e.events & EPOLLOUT) && c.want_writable) {
             c.want_writable = false;
-            set_mask(c, v, kConnEvents);
+            set_mask(c, v, conn_mask(c));
             pending_.push_back({StreamEventKind::writable, v, {}, 0, 0});
           }
           if ((e.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && !c.readable_queued) {

@@ -95,7 +95,7 @@ struct Request final : ConnRequest {
   netdev::StreamId sid = 0;
   NetAddr from{};
   std::uint64_t conn_qual = 0;
-  Clock::time_point deadline{};  // the request must be whole by then
+  Clock::time_point arrived{};  // its TCP connection (the request must be whole within kRequestTimeout)
   std::vector<std::uint8_t> bytes;
   bool complete = false;  // the request arrived: the consumer has it
   // The request's contents.
@@ -103,7 +103,6 @@ struct Request final : ConnRequest {
   bool crc = false, markers = false;
   std::optional<wire::MpaEnhanced> enhanced;
   std::vector<std::uint8_t> private_data;
-  std::vector<std::uint8_t> after;  // bytes behind the request (an initiator that did not wait)
 };
 
 // The TCP port of a conn_qual (OFA dapl's cma mapping); 0 for none.

@@ -207,7 +207,6 @@ void Roce::complete_error(Qp& qp, WcStatus status, std::string reason) {
 }
 
 Clock::duration Roce::rto(const RoceQp& s) const {
-  if (!s.reqs.empty() && s.reqs.front().probe) return ctx_.cfg.keepalive_interval;
   if (!backoff_) return ack_timeout_;
   return std::min<Clock::duration>(ack_timeout_ * (1 << std::min(s.timeouts, 16)), kMaxBackoffTimeout);
 }
@@ -238,8 +237,8 @@ void Roce::on_timer(Qp& qp, Clock::time_point now) {
   if (!s.jobs.empty()) send_responses(qp);
   if (!s.connected) return;
   if (s.reqs.empty()) {
-    if (keepalive_on(qp) && now >= s.heard_at + ctx_.cfg.keepalive_idle) send_probe(qp);
-    rearm(qp);
+    if (keepalive_on(qp)) keepalive(qp, now);
+    if (ctx_.qps.count(qp.qpn)) rearm(qp);
     return;
   }
   if (s.rnr_wait) {
@@ -253,23 +252,15 @@ void Roce::on_timer(Qp& qp, Clock::time_point now) {
     return;
   }
   if (now >= s.progress_at + rto(s)) {
-    const bool probe = s.reqs.front().probe;
     if (s.tx_psn == s.una_psn && s.budget_waiting) {
       s.progress_at = now;  // nothing is in flight: it waits for the device's budget, not for the peer
-    } else if (probe && s.timeouts + 1 >= ctx_.cfg.keepalive_probes) {
-      ctx_.ctr.dead_peers++;
-      complete_error(qp, WcStatus::transport_error,
-                     "keepalive: the peer answered none of " + std::to_string(ctx_.cfg.keepalive_probes) +
-                         " probes after " + std::to_string(ctx_.cfg.keepalive_idle.count()) + " ms of silence");
-      return;
-    } else if (!probe && s.retry_left == 0) {
+    } else if (s.retry_left == 0) {
       complete_error(qp, WcStatus::transport_error, "retry count exceeded: no acknowledgement from the peer");
       return;
     } else {
-      if (!probe) s.retry_left--;
+      s.retry_left--;
       s.timeouts++;
       s.progress_at = now;
-      if (probe) ctx_.ctr.keepalive_probes++;
       go_back(qp, s.una_psn, true);
     }
   }

@@ -216,6 +216,7 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
   }
   qp.ctr.rx_frames++;
   s.heard_at = ctx_.rx_now;
+  s.probes = 0;
   if (s.cm == CmState::rep_sent) established(qp);  // the RTU was lost: the first packet says as much
   if (w::op_info(p.opcode).has & w::kRequest)
     on_request(qp, p);
@@ -353,7 +354,7 @@ void Roce::rearm(Qp& qp) {
   if (!s.reqs.empty())
     timers_.arm(qp.qpn, s.rnr_wait ? s.rnr_until : s.progress_at + rto(s));
   else if (keepalive_on(qp))
-    timers_.arm(qp.qpn, s.heard_at + ctx_.cfg.keepalive_idle);
+    timers_.arm(qp.qpn, keepalive_due(s));
 }
 
 bool Roce::keepalive_on(const Qp& qp) const {
@@ -361,17 +362,33 @@ bool Roce::keepalive_on(const Qp& qp) const {
          qp.cm == CmPhase::connected;
 }
 
-void Roce::send_probe(Qp& qp) {
+Clock::time_point Roce::keepalive_due(const RoceQp& s) const {
+  return s.probes == 0 ? s.heard_at + ctx_.cfg.keepalive_idle : s.probed_at + ctx_.cfg.keepalive_interval;
+}
+
+// The probe is our last acknowledged request again (PSN una - 1: a zero-length RDMA Write Only
+// asking for an ACK). A duplicate is acknowledged again by every RC responder (IBTA C9-105; rxe's
+// duplicate_request, ours) before any other check: it needs no rkey, no remote access rights
+// (ibv_rc_pingpong's QPs grant none, and rxe NAKs a new Write to them), no receive buffer, and
+// takes no PSN from the consumer's requests.
+void Roce::keepalive(Qp& qp, Clock::time_point now) {
   RoceQp& s = st(qp);
-  ReqWqe r;
-  r.kind = ReqKind::write;
-  r.probe = true;
-  r.first_psn = s.next_psn++;
-  s.reqs.push_back(r);
-  s.progress_at = Clock::now();
-  ctx_.ctr.keepalive_probes++;
+  if (now < keepalive_due(s)) return;
+  if (s.probes >= ctx_.cfg.keepalive_probes) {
+    ctx_.ctr.dead_peers++;
+    break_qp(qp, "the peer answered none of " + std::to_string(s.probes) + " keepalive probes");
+    return;
+  }
+  w::Packet p;
+  p.opcode = w::Opcode::write_only;
+  p.dest_qpn = s.peer_qpn;
+  p.psn = static_cast<std::uint32_t>((s.una_psn - 1) & w::kPsnMask);
+  p.ack_req = true;
   TxHold hold(*this);
-  pump(qp);
+  send_packet(qp, p, {}, 0, 0, qp.init.pd);
+  s.probes++;
+  s.probed_at = now;
+  ctx_.ctr.keepalive_probes++;
 }
 
 void Roce::pick_source_port(Qp& qp, std::uint32_t flow_label) {

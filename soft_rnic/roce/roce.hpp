@@ -60,10 +60,6 @@ struct ReqWqe {
   std::uint32_t sink_stag = 0;
   std::uint64_t sink_to = 0;
   std::uint32_t resp_pkts = 0;
-  // A keepalive probe (no work request of the consumer's): a zero-length RDMA Write Only that asks
-  // for an ACK. IBTA C9-88 lets a zero-length Write carry no valid rkey, so every RC responder
-  // (rxe's check_rkey, ours) acknowledges it without touching memory or its receive queue.
-  bool probe = false;
 };
 
 // A Read the responder answered, kept for duplicates (up to the IRD of them).
@@ -114,6 +110,8 @@ struct RoceQp final : TransportQp {
   int rnr_left = 7;
   int timeouts = 0;                 // ACK timeouts in a row without progress (Roce::rto backs off by them)
   Clock::time_point heard_at{};     // the peer's last packet: keepalive probes start after keepalive_idle of silence
+  int probes = 0;                   // keepalive probes sent since
+  Clock::time_point probed_at{};    // the last one
   Pos last_nak_psn = ~Pos{0};       // a NAK at the same PSN again without progress costs a retry
   Clock::time_point progress_at{};  // the last acknowledgement or response (the timeout runs from it)
   Clock::time_point rnr_until{};    // after an RNR NAK: nothing goes before then
@@ -264,7 +262,8 @@ class Roce final : public Transport, public engine::Pollable {
   // in flight that heard nothing from its peer for keepalive_idle sends a probe; keepalive_probes
   // unanswered, keepalive_interval apart, break it.
   bool keepalive_on(const Qp& qp) const;
-  void send_probe(Qp& qp);
+  Clock::time_point keepalive_due(const RoceQp& s) const;
+  void keepalive(Qp& qp, Clock::time_point now);
   void break_qp(Qp& qp, std::string reason);
   void forget(Qp& qp);
 
@@ -323,7 +322,7 @@ class Roce final : public Transport, public engine::Pollable {
 
   // completer.cpp
   // The ACK timeout of the QP's oldest request now: fixed where the consumer set roce.timeout,
-  // else backed off by the timeouts in a row (a probe's: keepalive_interval).
+  // else backed off by the timeouts in a row.
   Clock::duration rto(const RoceQp& s) const;
   // The time from the last progress to the QP's failure when nothing comes back.
   Clock::duration retry_time() const;

@@ -34,7 +34,10 @@ inline constexpr std::uint32_t kReoPersist = 16;
 inline constexpr std::chrono::milliseconds kResetRetry{20};
 inline constexpr std::chrono::seconds kReqLinger{10};
 inline constexpr std::chrono::milliseconds kReqSweep{100};
-inline constexpr std::chrono::microseconds kMaxRto{500000};
+// The retransmission timeout backs off to at most this: retry_limit (12) then spans about 10 s,
+// the keepalive bound, so a peer that stalls for seconds (a stopped process, a loaded host) is
+// waited for, as TCP waits (RFC 6298 allows a maximum of 60 s and more).
+inline constexpr std::chrono::microseconds kMaxRto{2000000};
 // How long the ack of a lone in-order frame waits for outgoing data to carry it.
 inline constexpr std::chrono::microseconds kAckDelay{100};
 // How often the connection and retransmission timers are scanned, at most.

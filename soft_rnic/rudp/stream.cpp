@@ -589,7 +589,11 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
           c.rack_sent = f.sent;
           c.rack_rtt = rtt;
         }
-      } else if (f.sent > resent_sent && rtt >= c.min_rtt) {
+      } else if (f.sent > resent_sent && (rtt * 4 >= c.min_rtt * 3 || f.sent == c.rto_probe)) {
+        // The retransmission's delivery, not the original's: the complement of the Eifel check
+        // above, or the RTO's probe (its original went a whole RTO of silence ago). With
+        // rtt >= min_rtt alone, a probe answered a few microseconds faster than the fastest
+        // sample marked nothing lost, and each frame behind it waited an RTO of its own.
         resent_sent = f.sent;
         resent_rtt = rtt;
       }

@@ -473,6 +473,26 @@ TEST_F(Attack, ADeadPeerIsDetectedByKeepalive) {
   EXPECT_EQ(b.dev->counters().dead_peers, 1u);
 }
 
+// Issue 29: no default that assumes an idle machine. A peer gone silent for 3 s (a stopped
+// process, a loaded host; here harsher: everything either way is lost meanwhile, and both ends'
+// timers keep running) costs retransmissions, not the connection: the retransmission timeout
+// backs off to 2 s, so retry_limit (12) spans about 10 s, the keepalive bound.
+TEST_F(Attack, AThreeSecondSilenceIsWaitedFor) {
+  open();
+  connect();
+  exchange(1, 0x20);
+  b.tap->dead_ = true;
+  std::thread heal([&] {
+    std::this_thread::sleep_for(3s);
+    b.tap->dead_ = false;
+  });
+  exchange(20, 0x40);
+  heal.join();
+  EXPECT_TRUE(no_event(a.sink, 10ms));
+  EXPECT_TRUE(no_event(b.sink, 10ms));
+  EXPECT_GT(a.dev->counters().retransmits, 0u);
+}
+
 // A connection request nobody answers fails after connect_no_answer, not the caller's timeout.
 TEST_F(Attack, ARequestNothingAnswersFailsSoon) {
   cfg.connect_no_answer = 300ms;

@@ -3,9 +3,14 @@
 // data both ways, reject with private data, Send/Write/Read with messages larger than a socket
 // buffer, ordering, graceful and abortive close, and a hostile byte stream.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -391,6 +396,141 @@ TEST(MpaHostile, GarbageAndBadFramesAreDropped) {
   a.open(MpaConfig{});
   ASSERT_EQ(a.dev->connect(a.qp, b.dev->address(), qual, {}, 5000ms), Status::ok);
   ASSERT_TRUE(b.sink.wait_request(r, info));
+}
+
+// A raw TCP connection to `port` on 127.0.0.1 (-1 when it cannot connect).
+int raw_connect(std::uint16_t port) {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(port);
+  if (::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    ::close(s);
+    return -1;
+  }
+  return s;
+}
+
+// Issue 29: each request the consumer had not answered could hold 1 MiB of what its initiator
+// sent behind it (300 of them took a server from 31 MB to 378 MB), and was dropped beyond that.
+// Now nothing past the request is read until the consumer accepts: the bytes wait in the socket,
+// TCP's window pushes back, and the request is still there to answer.
+TEST(MpaHostile, BytesBehindAnUndecidedRequestStayInTheSocket) {
+  Side b;
+  b.open(MpaConfig{});
+  const std::uint16_t qual =
+      listen_somewhere(b, [&](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); });
+  ASSERT_NE(qual, 0);
+  constexpr int kConns = 8;
+  const std::string req = std::string("MPA ID Req Frame") + std::string("\x00\x01\x00\x00", 4);  // revision 1
+  const std::vector<char> junk(256 << 10, 'j');
+  std::vector<int> socks;
+  std::size_t behind = 0;
+  for (int i = 0; i < kConns; ++i) {
+    const int s = raw_connect(qual);
+    ASSERT_GE(s, 0);
+    socks.push_back(s);
+    ASSERT_EQ(::send(s, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    ::fcntl(s, F_SETFL, ::fcntl(s, F_GETFL) | O_NONBLOCK);
+    // 1.5 MiB behind it, or what the kernel takes of it within 200 ms.
+    for (std::size_t sent = 0; sent < (3u << 19);) {
+      const ssize_t n = ::send(s, junk.data(), std::min(junk.size(), (3u << 19) - sent), MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<std::size_t>(n);
+        behind += static_cast<std::size_t>(n);
+        continue;
+      }
+      ASSERT_TRUE(n < 0 && errno == EAGAIN) << std::strerror(errno);
+      pollfd p{s, POLLOUT, 0};
+      if (::poll(&p, 1, 200) <= 0) break;
+    }
+  }
+  EXPECT_GT(behind, static_cast<std::size_t>(kConns) << 20) << "more than 1 MiB behind each request, most of them";
+  std::vector<ConnRequest*> reqs;
+  for (int i = 0; i < kConns; ++i) {
+    ConnRequest* r = nullptr;
+    ConnRequestInfo info;
+    ASSERT_TRUE(b.sink.wait_request(r, info)) << i;
+    reqs.push_back(r);
+  }
+  std::this_thread::sleep_for(300ms);  // (the old reader dropped each request once 1 MiB had come)
+  for (ConnRequest* r : reqs) ASSERT_EQ(b.dev->reject(r, std::vector<std::uint8_t>{7}), Status::ok);
+  for (const int s : socks) {
+    // Each initiator gets the reject: an MPA reply with the reject bit, not a reset.
+    ::fcntl(s, F_SETFL, ::fcntl(s, F_GETFL) & ~O_NONBLOCK);
+    timeval tv{5, 0};
+    ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char rep[21] = {};
+    std::size_t got = 0;
+    while (got < sizeof rep) {
+      const ssize_t n = ::recv(s, rep + got, sizeof rep - got, 0);
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    ASSERT_EQ(got, sizeof rep) << std::strerror(errno);
+    EXPECT_EQ(std::string(rep, 16), "MPA ID Rep Frame");
+    EXPECT_NE(rep[16] & 0x20, 0) << "the reject bit";
+    EXPECT_EQ(rep[20], 7) << "the consumer's private data";
+    ::close(s);
+  }
+}
+
+// Issue 29: half-open connections (no request yet) were held 5 s each with no cap, so 400 idle
+// ones on a server limited to 256 descriptors kept a real initiator waiting 3.4 s. Beyond 64,
+// those idle for 250 ms with nothing in their socket go now, oldest first.
+TEST(MpaHostile, IdleConnectionsDoNotKeepARealInitiatorWaiting) {
+  Side a, b;
+  a.open(MpaConfig{});
+  b.open(MpaConfig{});
+  const std::uint16_t qual =
+      listen_somewhere(b, [&](ConnRequest* r, const ConnRequestInfo& i) { b.sink.on_request(r, i); });
+  ASSERT_NE(qual, 0);
+  // This process may hold 150 more descriptors; 400 idle connections come from a child.
+  int used = 0;
+  for (int fd = 0; fd < 4096; ++fd) used += ::fcntl(fd, F_GETFD) != -1;
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(used + 150);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::setrlimit(RLIMIT_NOFILE, &old);
+    int opened = 0;
+    for (int i = 0; i < 400; ++i) opened += raw_connect(qual) >= 0;
+    const char c = static_cast<char>(opened >= 390);
+    (void)!::write(ready[1], &c, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  std::this_thread::sleep_for(200ms);  // the listener has taken them
+  // (The initiator shares this process's descriptors with the listener: its socket may have to
+  // wait for the listener to shed idle connections too.)
+  const auto until = std::chrono::steady_clock::now() + 2000ms;
+  Status st = Status::in_use;
+  while ((st = a.dev->connect(a.qp, b.dev->address(), qual, {}, 5000ms)) != Status::ok &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(20ms);
+  ConnRequest* r = nullptr;
+  ConnRequestInfo info;
+  const bool got =
+      st == Status::ok &&
+      b.sink.wait_request(
+          r, info, std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::setrlimit(RLIMIT_NOFILE, &old);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  EXPECT_TRUE(ok) << "the child opened its 400 connections";
+  ASSERT_TRUE(got) << "the real request reached the consumer within 2 s (" << to_string(st) << ")";
+  EXPECT_GE(b.dev->counters().rx_dropped_requests, 150u) << "idle ones beyond 64 went";
 }
 
 }  // namespace

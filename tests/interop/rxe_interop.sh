@@ -72,12 +72,16 @@ case $tool in
     srv="ibv_rc_pingpong -d rxe0 -g \$RXE_GID_IDX -s $size -n $n -c"
     cli="$srv ADDR"
     h_srv="$build/tools/softrnic_rc_pingpong --local $HOST_IP -s $size -n $n -c -t $rcpp_timeout"
-    h_cli="$h_srv ADDR"
+    # The client idles 3 s, connected, before its first Send, probing every 300 ms of silence:
+    # rxe must answer the keepalive probes (our last request again, a duplicate it acknowledges
+    # again), or the QP breaks after 5 unanswered (1.8 s) and the ping-pong fails.
+    h_cli="$h_srv --keepalive 300 --idle 3000 ADDR"
     srv_ready_port=18515
     h_ready_line='waiting on TCP port'
     g_ok="^$n iters in [0-9.]+ seconds"
     g_bad='invalid data in page|Failed status|Couldn.t|failed'
     h_ok="^softrnic_rc_pingpong: $n iters of $size bytes, data verified"
+    [[ $role == softrnic_client ]] && h_ok+=".*keepalive probes ([4-9]|[1-9][0-9]+)\\)"
     ;;
   rc_pingpong_impaired)
     # the same under an impairment plan on softrnic's side (drop 2 %, reorder within 8): rxe's

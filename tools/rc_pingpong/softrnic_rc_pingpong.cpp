@@ -52,6 +52,8 @@ struct Options {
   std::string dev;
   std::string impair;         // an impairment plan on what softrnic sends ("drop=0.02,reorder=8,seed=1")
   std::uint8_t timeout = 14;  // local ACK timeout, 4.096 us * 2^timeout (ibv_rc_pingpong's 14: 67 ms)
+  unsigned keepalive_ms = 0;  // keepalive_idle and _interval (0: the device's defaults)
+  unsigned idle_ms = 0;       // the client waits this long, connected, before its first Send
 };
 
 std::string gid_hex(std::uint32_t ip) {
@@ -111,6 +113,7 @@ class PingPong {
     cfg.netdev.port = 4791;
     cfg.roce.mtu = o_.mtu;
     cfg.roce.timeout = o_.timeout;
+    if (o_.keepalive_ms) cfg.keepalive_idle = cfg.keepalive_interval = std::chrono::milliseconds(o_.keepalive_ms);
     std::string e;
     if (!o_.impair.empty() && !netdev::parse_impair(o_.impair, ',', cfg.netdev.impair, e))
       return fail("--impair: " + e);
@@ -247,6 +250,11 @@ class PingPong {
     std::vector<std::uint8_t> want;
     int pending = static_cast<int>(kRecvWrid);
     int routs = static_cast<int>(o_.rx_depth), scnt = 0, rcnt = 0, bad = 0;
+    if (client) {  // idle, connected: keepalive probes go (and must be answered, or the QP breaks)
+      for (const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.idle_ms);
+           std::chrono::steady_clock::now() < until;)
+        dev_->progress();
+    }
     const auto start = std::chrono::steady_clock::now();
     if (client) {
       client_pattern(0, want);
@@ -307,9 +315,12 @@ class PingPong {
       std::printf("softrnic_rc_pingpong: %d of %d messages differ\n", bad, rcnt);
       return 1;
     }
-    std::printf("softrnic_rc_pingpong: %d iters of %u bytes, data verified (%s; retransmits %llu, bad frames %llu)\n",
-                o_.iters, o_.size, client ? "every echo was its iteration's pattern" : "every message was the client's",
-                static_cast<unsigned long long>(c.retransmits), static_cast<unsigned long long>(c.rx_bad_frames));
+    std::printf(
+        "softrnic_rc_pingpong: %d iters of %u bytes, data verified (%s; retransmits %llu, bad frames %llu, keepalive "
+        "probes %llu)\n",
+        o_.iters, o_.size, client ? "every echo was its iteration's pattern" : "every message was the client's",
+        static_cast<unsigned long long>(c.retransmits), static_cast<unsigned long long>(c.rx_bad_frames),
+        static_cast<unsigned long long>(c.keepalive_probes));
     return 0;
   }
 
@@ -342,6 +353,10 @@ int main(int argc, char** argv) {
   app.add_option("-t,--timeout", o.timeout,
                  "local ACK timeout, 4.096 us * 2^N (default 14: 67 ms, ibv_rc_pingpong's; 7 retries follow)")
       ->check(CLI::Range(1, 31));
+  app.add_option("--keepalive", o.keepalive_ms, "keepalive idle time and probe interval in ms (default: 5000, 1000)")
+      ->check(CLI::Range(1u, 3600000u));
+  app.add_option("--idle", o.idle_ms, "client: wait this long in ms, connected, before the first Send")
+      ->check(CLI::Range(0u, 3600000u));
   CLI11_PARSE(app, argc, argv);
   return PingPong(o).run();
 }

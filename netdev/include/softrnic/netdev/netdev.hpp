@@ -226,6 +226,10 @@ class StreamNetdev : public Waitable {
   virtual std::ptrdiff_t read(StreamId id, std::span<std::uint8_t> buf) = 0;
   // Asks for one writable event when the socket takes bytes again (after a short write).
   virtual void want_writable(StreamId id) = 0;
+  // hold: the connection is not reported readable (nor its end) until released; what the peer
+  // sends waits in the kernel, and TCP's window pushes back on it. For a request the consumer
+  // has not decided on: nothing behind it is read into memory meanwhile.
+  virtual void hold_reads(StreamId id, bool hold) = 0;
   // Closes the connection: orderly (FIN after what was written) or abortive (RST). No event follows.
   virtual void close(StreamId id, bool abort) = 0;
   // The events since the last call, up to out.size(); never blocks. A connection with bytes
