@@ -342,9 +342,9 @@ TEST_F(RocePair, AnAckTimeoutTheConsumerSetIsKeptExactly) {
 }
 
 // Issue 29: a RoCEv2 peer that died while nothing was in flight was never noticed (60 s and no
-// event). A connection silent for keepalive_idle sends a probe (a zero-length RDMA Write asking
-// for an ACK, which every RC responder answers); keepalive_probes unanswered break it. A live,
-// idle peer answers every probe and the connection stays.
+// event). A connection silent for keepalive_idle sends a probe (its last acknowledged request
+// again, which every RC responder acknowledges again); keepalive_probes unanswered break it. A
+// live, idle peer answers every probe and the connection stays.
 TEST_F(RoceCm, ADeadIdlePeerIsNoticedByKeepalive) {
   CmTap* tb = nullptr;
   tap(b, tb);
