@@ -77,7 +77,6 @@ DeviceConfig config(std::uint16_t port, std::uint64_t seed, AllocPolicy policy, 
     // RoCEv2 nodes all receive on 4791: one address each (127.77.x.y), the port given in its low bits.
     c.netdev.ip = "127.77." + std::to_string(port >> 8) + "." + std::to_string(port & 0xFF);
     c.netdev.port = 4791;
-    c.roce.timeout = 10;  // ~4 ms: the loopback netdev is fast
     c.roce.min_rnr_timer = 1;
   }
   c.netdev.max_datagram = 1472;
