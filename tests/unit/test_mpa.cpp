@@ -249,6 +249,12 @@ TEST(MpaReqRep, IncrementalReads) {
     ASSERT_EQ(decode_mpa_req_rep(std::span(f).first(have), d, want), MpaError::need_more) << have;
     EXPECT_EQ(want, have < kMpaReqRepHdrLen ? kMpaReqRepHdrLen : f.size()) << have;
   }
+  {  // nothing read yet: an empty vector's span has no data pointer (UBSan checks memcmp's)
+    MpaParams d;
+    std::size_t want = 0;
+    EXPECT_EQ(decode_mpa_req_rep(std::span<const std::uint8_t>{}, d, want), MpaError::need_more);
+    EXPECT_EQ(want, kMpaReqRepHdrLen);
+  }
   MpaParams d;
   std::size_t consumed = 0;
   Bytes more = f;

@@ -22,9 +22,9 @@ std::uint16_t get_be16(const std::uint8_t* p) {
   return static_cast<std::uint16_t>(p[0] << 8 | p[1]);
 }
 
-// Whether the first `n` bytes of `in` agree with `key`.
+// Whether the first `n` bytes of `in` agree with `key` (an empty `in` may have no data pointer).
 bool key_prefix(std::span<const std::uint8_t> in, std::string_view key, std::size_t n) {
-  return std::memcmp(in.data(), key.data(), n) == 0;
+  return n == 0 || std::memcmp(in.data(), key.data(), n) == 0;
 }
 
 std::size_t to_marker(std::uint64_t pos) {
