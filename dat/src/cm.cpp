@@ -253,7 +253,10 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE h, DAT_EP_HANDLE ep_h, DAT_COUNT pd_size, con
   const Status s = cr->ia->dev->accept(cr->req, ep->qp, reply);
   if (s != Status::ok) {
     ep->state = before == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING ? before : DAT_EP_STATE_UNCONNECTED;
-    return s == Status::length_error ? err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3) : err(DAT_INVALID_STATE);
+    // Private data longer than the wire carries is an invalid private_data_size (argument 3),
+    // not DAT_LENGTH_ERROR, in dat_cr_accept's page.
+    if (s == Status::length_error) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    return to_dat(s);
   }
   if (cr->local_ep == ep) cr->local_ep = nullptr;  // it is the consumer's now
   drop_provider_ep(cr);

@@ -17,18 +17,9 @@ constexpr DAT_COUNT kDefaultDtos = 256;
 constexpr DAT_COUNT kDefaultIov = 4;
 constexpr DAT_COUNT kDefaultRd = 4;
 
+// A post or connection call on an endpoint: an invalid state is the endpoint's not being ready.
 DAT_RETURN map(Status s) {
-  switch (s) {
-    case Status::ok: return DAT_SUCCESS;
-    case Status::invalid_param: return err(DAT_INVALID_PARAMETER);
-    case Status::invalid_state: return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
-    case Status::insufficient_resources: return err(DAT_INSUFFICIENT_RESOURCES);
-    case Status::protection_violation: return err(DAT_PROTECTION_VIOLATION);
-    case Status::length_error: return err(DAT_LENGTH_ERROR);
-    case Status::not_found: return err(DAT_INVALID_PARAMETER);
-    case Status::in_use: return err(DAT_INVALID_STATE);
-  }
-  return err(DAT_INTERNAL_ERROR);
+  return to_dat(s, {.state = DAT_INVALID_STATE_EP_NOTREADY});
 }
 
 DAT_RETURN to_sgl(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_COUNT max, SgeList& out) {
@@ -201,7 +192,7 @@ DAT_RETURN create_ep(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz_h, DAT_EVD_HANDLE recv_h,
   const Status s = build_qp(ep, pz, recv, req, a, ep->qp);
   if (s != Status::ok) {
     destroy(ep);
-    return s == Status::insufficient_resources ? err(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP) : map(s);
+    return to_dat(s, {.resource = DAT_RESOURCE_TEP, .state = DAT_INVALID_STATE_EP_NOTREADY});
   }
   attach_refs(ep);
   *out = ep;

@@ -45,6 +45,20 @@ DAT_RETURN not_implemented() {
   return err(DAT_NOT_IMPLEMENTED);
 }
 
+DAT_RETURN to_dat(Status s, StatusDetail d) {
+  switch (s) {
+    case Status::ok: return DAT_SUCCESS;
+    case Status::invalid_param:
+    case Status::not_found: return err(DAT_INVALID_PARAMETER, d.arg);
+    case Status::invalid_state:
+    case Status::in_use: return err(DAT_INVALID_STATE, d.state);
+    case Status::insufficient_resources: return err(DAT_INSUFFICIENT_RESOURCES, d.resource);
+    case Status::protection_violation: return err(DAT_PROTECTION_VIOLATION, d.protection);
+    case Status::length_error: return err(DAT_LENGTH_ERROR);
+  }
+  return err(DAT_INTERNAL_ERROR);
+}
+
 std::shared_mutex& api_mutex() {
   static std::shared_mutex* m = new std::shared_mutex;
   return *m;

@@ -67,15 +67,14 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION
   if (priv & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) acc = acc | Access::remote_write;
   Mr* mr = nullptr;
   const Status s = ia->dev->reg_mr(pz->pd, region.for_va, length, acc, mr);
-  if (s == Status::insufficient_resources) return err(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
-  if (s == Status::length_error) return err(DAT_LENGTH_ERROR);  // beyond ia_query's max_lmr_block_size
-  // The range is mapped, but not with the access the privileges need (PROT_NONE, or read-only
-  // memory registered for writing): the spec's DAT_PROTECTION_VIOLATION.
-  if (s == Status::protection_violation)
-    return err(DAT_PROTECTION_VIOLATION, (priv & (DAT_MEM_PRIV_LOCAL_WRITE_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG))
-                                             ? DAT_PROTECTION_WRITE
-                                             : DAT_PROTECTION_READ);
-  if (s != Status::ok) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+  // A length beyond ia_query's max_lmr_block_size is DAT_LENGTH_ERROR. A protection violation:
+  // the range is mapped, but not with the access the privileges need (PROT_NONE, or read-only
+  // memory registered for writing), the spec's DAT_PROTECTION_VIOLATION.
+  const bool writes = priv & (DAT_MEM_PRIV_LOCAL_WRITE_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
+  if (s != Status::ok)
+    return to_dat(s, {.resource = DAT_RESOURCE_MEMORY_REGION,
+                      .arg = DAT_INVALID_ARG4,
+                      .protection = writes ? DAT_PROTECTION_WRITE : DAT_PROTECTION_READ});
   const MrInfo info = ia->dev->query_mr(mr);
   Lmr* lmr = make<Lmr>(ia, ia->provider);
   lmr->pz = pz;
@@ -200,13 +199,7 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE h, DAT_LMR_HANDLE lmr_h, const DAT_LMR_TRIPLE
   if (s != Status::ok) {
     std::lock_guard bl(rmr->ia->bind_mu);
     rmr->ia->binds.erase(id);
-    switch (s) {
-      case Status::invalid_state: return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
-      case Status::protection_violation: return err(DAT_PROTECTION_VIOLATION);
-      case Status::length_error: return err(DAT_LENGTH_ERROR);
-      case Status::insufficient_resources: return err(DAT_INSUFFICIENT_RESOURCES);
-      default: return err(DAT_INVALID_PARAMETER);
-    }
+    return to_dat(s, {.state = DAT_INVALID_STATE_EP_NOTREADY});
   }
   const MrInfo info = rmr->ia->dev->query_mr(rmr->mw);
   rmr->param.lmr_triplet = *t;

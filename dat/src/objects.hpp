@@ -58,6 +58,18 @@ constexpr DAT_RETURN err(DAT_RETURN type, DAT_RETURN subtype = 0) {
 DAT_RETURN not_implemented();
 std::shared_mutex& api_mutex();
 
+// What a failed soft_rnic call was about, for the DAT subtype: the resource that ran out
+// (DAT_RESOURCE_*), the argument an invalid parameter names (DAT_INVALID_ARG*), the subtype of an
+// invalid state and of a protection violation. Zero: no subtype.
+struct StatusDetail {
+  DAT_RETURN resource = 0;
+  DAT_RETURN arg = 0;
+  DAT_RETURN state = 0;
+  DAT_RETURN protection = 0;
+};
+// The one map from soft_rnic's API status to DAT's return codes.
+DAT_RETURN to_dat(Status s, StatusDetail d = {});
+
 // ---- registry ----
 // Registers a new object (its memory from make<T>) as live.
 void register_obj(Obj* o);

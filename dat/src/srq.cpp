@@ -60,13 +60,8 @@ DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DA
   SgeList sgl;
   for (DAT_COUNT i = 0; i < n; ++i)
     sgl.push_back(Sge{iov[i].lmr_context, iov[i].virtual_address, iov[i].segment_length});
-  switch (so->ia->dev->post_srq_recv(so->srq, RecvWr{cookie.as_64, {sgl.data(), sgl.size()}})) {
-    case Status::ok: return DAT_SUCCESS;
-    case Status::insufficient_resources: return err(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
-    case Status::protection_violation: return err(DAT_PROTECTION_VIOLATION);
-    case Status::length_error: return err(DAT_LENGTH_ERROR);
-    default: return err(DAT_INVALID_PARAMETER);
-  }
+  return to_dat(so->ia->dev->post_srq_recv(so->srq, RecvWr{cookie.as_64, {sgl.data(), sgl.size()}}),
+                {.resource = DAT_RESOURCE_SRQ});
 }
 
 DAT_RETURN srq_query(DAT_SRQ_HANDLE h, DAT_SRQ_PARAM_MASK, DAT_SRQ_PARAM* p) {
@@ -91,11 +86,8 @@ DAT_RETURN srq_resize(DAT_SRQ_HANDLE h, DAT_COUNT n) {
   SrqObj* so = get<SrqObj>(h, Kind::srq);
   if (!so) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
   if (n < 1) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-  switch (so->ia->dev->resize_srq(so->srq, static_cast<std::uint32_t>(n))) {
-    case Status::ok: return DAT_SUCCESS;
-    case Status::invalid_state: return err(DAT_INVALID_STATE);  // below the buffers outstanding
-    default: return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-  }
+  // An invalid state: below the buffers outstanding.
+  return to_dat(so->ia->dev->resize_srq(so->srq, static_cast<std::uint32_t>(n)), {.arg = DAT_INVALID_ARG2});
 }
 
 DAT_RETURN srq_set_lw(DAT_SRQ_HANDLE h, DAT_COUNT lw) {

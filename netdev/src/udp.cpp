@@ -313,7 +313,7 @@ class UdpNetdev final : public Netdev {
       // What the peer sent before this socket existed waits on the main socket; what it sends
       // from now on comes here. The main socket is read until empty first, so the peer's
       // datagrams are taken in the order it sent them (a reset behind a connection's
-      // confirmation must not overtake it: issue 13, the dtestcm flake).
+      // confirmation must not overtake it, or dtestcm counts a DISCONNECTED as its ESTABLISHED).
       drain_main_ = true;
     } else {
       if (i == npeers_ || --peers_[i].users > 0) return;

@@ -55,6 +55,27 @@ TerminateCode terminate_code(Error e) {
   return {w::TermLayer::rdmap, u8(w::RdmapEtype::remote_operation), u8(w::RdmapError::unspecified)};
 }
 
+std::uint8_t nak_syndrome(Error e) {
+  switch (e) {
+    case Error::invalid_stag:
+    case Error::stag_not_associated:
+    case Error::out_of_bounds:
+    case Error::access_violation: return w::roce::kNakRemoteAccess;
+    case Error::local_catastrophic: return w::roce::kNakRemoteOperation;
+    case Error::ddp_version:
+    case Error::queue_number:
+    case Error::rdmap_version:
+    case Error::unexpected_opcode:
+    case Error::msn_range:
+    case Error::no_buffer:
+    case Error::message_too_long:
+    case Error::bad_offset:
+    case Error::read_too_large:
+    case Error::cannot_invalidate: break;
+  }
+  return w::roce::kNakInvalidRequest;
+}
+
 Error tagged_error(MrCheck c) {
   switch (c) {
     case MrCheck::invalid_stag:
@@ -67,11 +88,34 @@ Error tagged_error(MrCheck c) {
   return Error::access_violation;
 }
 
+Error decode_error(w::DecodeError e) {
+  switch (e) {
+    case w::DecodeError::bad_ddp_version: return Error::ddp_version;
+    case w::DecodeError::bad_qn: return Error::queue_number;
+    case w::DecodeError::bad_rdmap_version: return Error::rdmap_version;
+    case w::DecodeError::none:
+    case w::DecodeError::too_short:
+    case w::DecodeError::unknown_opcode:
+    case w::DecodeError::model_mismatch: break;
+  }
+  return Error::unexpected_opcode;
+}
+
 WcStatus terminated_status(wire::TermLayer layer, std::uint8_t etype) {
   const bool access =
       (layer == w::TermLayer::ddp && etype == static_cast<std::uint8_t>(w::DdpEtype::tagged_buffer)) ||
       (layer == w::TermLayer::rdmap && etype == static_cast<std::uint8_t>(w::RdmapEtype::remote_protection));
   return access ? WcStatus::remote_access_error : WcStatus::remote_operation_error;
+}
+
+std::optional<WcStatus> nak_status(std::uint8_t syndrome) {
+  switch (syndrome) {
+    case w::roce::kNakInvalidRequest:
+    case w::roce::kNakInvalidRdRequest: return WcStatus::remote_invalid_request;
+    case w::roce::kNakRemoteAccess: return WcStatus::remote_access_error;
+    case w::roce::kNakRemoteOperation: return WcStatus::remote_operation_error;
+    default: return std::nullopt;
+  }
 }
 
 }  // namespace softrnic

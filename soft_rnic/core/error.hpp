@@ -1,15 +1,18 @@
-// One internal error type for everything that breaks a connection, with the pure maps to what
-// each audience sees: the Terminate an iWARP peer receives (RFC 5040/5041 layer, type, code),
-// the completion status of the request it hits, and a name for logs. (RoCEv2's AETH syndromes
-// map from the same type when that transport comes.)
+// One internal error type for everything that breaks a connection, and the one place that maps
+// it to what each audience sees: the Terminate an iWARP peer receives (RFC 5040/5041 layer, type,
+// code), the AETH NAK a RoCEv2 requester receives, the completion status the request it hits gets
+// on either wire, and a name for logs. The transports name only the Error; what a peer's report
+// (Terminate, NAK) or a segment that does not decode means is mapped here too.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "mr_table.hpp"
 #include "softrnic/rnic.hpp"
 #include "softrnic/wire/ddp.hpp"
+#include "softrnic/wire/roce.hpp"
 
 namespace softrnic {
 
@@ -30,6 +33,7 @@ enum class Error : std::uint8_t {
   access_violation,     // tagged: the region does not grant the access
   cannot_invalidate,    // Send with Invalidate names no bound window of the zone
 };
+inline constexpr int kErrorCount = static_cast<int>(Error::cannot_invalidate) + 1;
 
 std::string_view to_string(Error e);
 
@@ -41,10 +45,21 @@ struct TerminateCode {
 };
 TerminateCode terminate_code(Error e);
 
+// The AETH syndrome of the NAK a RoCEv2 requester gets for it (IBTA 9.7.5.2.8): invalid request,
+// remote access error or remote operational error.
+std::uint8_t nak_syndrome(Error e);
+
 // A tagged access that failed its check (MrCheck::ok is not an error: do not call it with that).
 Error tagged_error(MrCheck c);
 
+// A DDP/RDMAP header that does not decode (DecodeError::none is not an error).
+Error decode_error(wire::DecodeError e);
+
 // The completion status of the request a peer's Terminate refused.
 WcStatus terminated_status(wire::TermLayer layer, std::uint8_t etype);
+
+// The completion status of the request a peer's NAK refused; nullopt for a syndrome that does
+// not end a request (an ACK, an RNR NAK, a PSN sequence error NAK) or that no NAK code names.
+std::optional<WcStatus> nak_status(std::uint8_t syndrome);
 
 }  // namespace softrnic

@@ -197,8 +197,8 @@ struct Qp {
   std::uint32_t recv_msn = 1;  // MSN of rq.front()
   std::deque<RecvWqe> rq;
   std::uint32_t rq_allocated = 0;  // entries of rq holding a buffer
-  std::uint32_t soft_hw = kNoWatermark, hard_hw = kNoWatermark;
-  bool soft_hw_armed = false;
+  std::uint32_t soft_watermark = kNoWatermark, hard_watermark = kNoWatermark;
+  bool soft_watermark_armed = false;
 
   QpCounters ctr{};
 

@@ -46,10 +46,13 @@ bool check_watermarks(Qp& qp);
 std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::uint64_t mo,
                                     std::span<const std::uint8_t> payload, bool last, std::uint32_t inv_stag,
                                     bool invalidate, Pos pos);
-// Whether a Send with this MSN finds a buffer (posted, or one the SRQ can give now). RoCE answers
-// an RNR NAK instead of placing when it does not (unless looking broke the connection: the hard
-// watermark, when taking posted receives in; the caller sees qp.state change).
-bool recv_buffer_ready(Qp& qp, std::uint32_t msn);
+// Takes in the receives posted since (take_posted_receives) when message `msn` has no entry on
+// rq yet and the QP has no SRQ: a receive whose post returned before the message arrived is there
+// for it. False when that broke the connection (the hard watermark).
+bool take_receives_for(Qp& qp, std::uint32_t msn);
+// Whether a Send with this MSN finds a buffer (on rq, or one the SRQ can give now); looks only
+// (take_receives_for first). RoCE answers an RNR NAK instead of placing when it does not.
+bool recv_buffer_ready(const Qp& qp, std::uint32_t msn);
 // Receives posted and not yet taken in (Qp::posted) go onto rq. Under the device lock: by its
 // hand-off, and by a Send that finds no buffer (a receive whose post returned before the Send
 // arrived is there for it, as on a hardware RNIC). False when they broke the connection (the hard

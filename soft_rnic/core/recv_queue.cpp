@@ -33,11 +33,11 @@ void check_low_watermark(Srq& srq) {
 }
 
 bool check_watermarks(Qp& qp) {
-  if (qp.soft_hw_armed && qp.rq_allocated > qp.soft_hw) {
-    qp.soft_hw_armed = false;
+  if (qp.soft_watermark_armed && qp.rq_allocated > qp.soft_watermark) {
+    qp.soft_watermark_armed = false;
     if (qp.init.on_soft_watermark) qp.init.on_soft_watermark(&qp);
   }
-  if (qp.hard_hw != kNoWatermark && qp.rq_allocated > qp.hard_hw && qp.state == QpState::rts) {
+  if (qp.hard_watermark != kNoWatermark && qp.rq_allocated > qp.hard_watermark && qp.state == QpState::rts) {
     qp.transport->fatal(qp, Error::local_catastrophic, "more receive buffers allocated than the hard high watermark");
     return false;
   }
@@ -140,11 +140,16 @@ std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::ui
   return std::nullopt;
 }
 
-bool recv_buffer_ready(Qp& qp, std::uint32_t msn) {
+bool take_receives_for(Qp& qp, std::uint32_t msn) {
+  const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(msn - qp.recv_msn));
+  if (qp.init.srq || idx < 0 || static_cast<std::size_t>(idx) < qp.rq.size()) return true;
+  return take_posted_receives(qp);
+}
+
+bool recv_buffer_ready(const Qp& qp, std::uint32_t msn) {
   const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(msn - qp.recv_msn));
   if (idx < 0) return false;
   const auto slot = static_cast<std::size_t>(idx);
-  if (!qp.init.srq && slot >= qp.rq.size()) take_posted_receives(qp);
   const bool posted = slot < qp.rq.size() && qp.rq[slot].allocated;
   return posted || (qp.init.srq && slot < kMaxMsnAhead && !qp.init.srq->q.empty());
 }

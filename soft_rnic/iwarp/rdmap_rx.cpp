@@ -17,11 +17,7 @@ void Rdmap::on_segment(Qp& qp, std::span<const std::uint8_t> body, Pos pos) {
   w::DdpSegment s;
   const w::DecodeError e = w::decode_ddp(body, s);
   if (e != w::DecodeError::none) {
-    const Error err = e == w::DecodeError::bad_ddp_version     ? Error::ddp_version
-                      : e == w::DecodeError::bad_qn            ? Error::queue_number
-                      : e == w::DecodeError::bad_rdmap_version ? Error::rdmap_version
-                                                               : Error::unexpected_opcode;
-    terminate(qp, err, std::string(to_string(e)));
+    terminate(qp, decode_error(e), std::string(to_string(e)));
     return;
   }
   switch (s.opcode) {

@@ -53,7 +53,6 @@ bool Mpa::build_image(Qp& qp, TxFpdu& f) {
   const std::size_t ulpdu = f.head_len + std::size_t{f.len};
   const std::size_t total = w::mpa_fpdu_len(ulpdu);
   std::vector<std::uint8_t> img(total);
-  w::encode_mpa_len(img, ulpdu);
   std::memcpy(img.data() + w::kMpaLenFieldLen, f.head.data(), f.head_len);
   std::size_t at = w::kMpaLenFieldLen + f.head_len;
   if (f.len > 0) {
@@ -76,9 +75,7 @@ bool Mpa::build_image(Qp& qp, TxFpdu& f) {
       off = 0;
     }
   }
-  const w::MpaTrailer t =
-      w::mpa_trailer({std::span<const std::uint8_t>(img.data(), w::kMpaLenFieldLen + ulpdu)}, c.crc);
-  std::memcpy(img.data() + w::kMpaLenFieldLen + ulpdu, t.bytes.data(), t.len);
+  if (w::frame_mpa_fpdu(img, ulpdu, c.crc) == 0) return false;  // (segmenting keeps it within the MULPDU)
   if (c.tx_markers) {
     std::vector<std::uint8_t> marked(w::mpa_marked_len(c.tx_stream, img.size()));
     w::mpa_insert_markers(marked, c.tx_stream, img, c.crc);

@@ -326,11 +326,11 @@ void Roce::on_req(NetAddr from, const cm::MadHdr& h, const cm::Req& m) {
 }
 
 Status Roce::accept(ConnRequest* creq, Qp& qp, std::span<const std::uint8_t> pd) {
-  if (!known_req(creq)) return Status::invalid_param;
+  if (!known_req(creq)) return Status::invalid_state;  // as on every wire: answered, or never ours
   auto* r = static_cast<Request*>(creq);
   if (r->phase != ReqPhase::pending) return Status::invalid_state;
   if (qp.state != QpState::idle || qp.cm != CmPhase::none) return Status::invalid_state;
-  if (pd.size() > cm::kRepPrivateLen) return Status::invalid_param;
+  if (pd.size() > cm::kRepPrivateLen) return Status::length_error;
   RoceQp& s = st(qp);
   const auto now = Clock::now();
   s.dst = wire_addr(r->from.ip);
@@ -528,7 +528,7 @@ bool Roce::on_dreq(NetAddr from, const cm::MadHdr& h, const cm::Dreq& m) {
       // the DREP waits for them. A peer whose QP still acknowledges until our DREP (softrnic's
       // does: it stays in CLOSING until then) answers our retransmission, and the request
       // completes instead of being flushed: the last ACK of a connection lost on a lossy link
-      // no longer turns a delivered message into an error. An IB peer's QP is in the error state
+      // does not turn a delivered message into an error. An IB peer's QP is in the error state
       // by now (rdma_disconnect) and never answers: the wait ends at our retry limit.
       s.cm = CmState::drain;
       s.dreq_tid = h.tid;

@@ -5,6 +5,7 @@
 // complete in posting order (core). The ACK timeout retransmits from the oldest unacknowledged
 // PSN, retry_cnt times.
 #include <algorithm>
+#include <cstdio>
 
 #include "roce.hpp"
 
@@ -19,10 +20,12 @@ namespace {
 constexpr std::chrono::microseconds kMaxBackoffTimeout{4294967};
 }  // namespace
 
+// What comes back for our requests (rxe_comp.c): after the PSN checks, a Read response, an atomic
+// ACK, or an ACK/NAK by its AETH.
 void Roce::on_response(Qp& qp, const w::Packet& p) {
   RoceQp& s = st(qp);
   if (qp.state != QpState::rts && qp.state != QpState::closing) return;
-  const Pos psn = ext(s.una_psn, p.psn);
+  const Pos psn = extend_psn(s.una_psn, p.psn);
   if (s.reqs.empty() || psn < s.una_psn) {
     qp.ctr.rx_duplicates++;
     ctx_.ctr.rx_duplicates++;
@@ -34,122 +37,134 @@ void Roce::on_response(Qp& qp, const w::Packet& p) {
   }
   const std::uint32_t has = w::op_info(p.opcode).has;
   if (has & w::kRead) {
-    auto it = std::find_if(s.reqs.begin(), s.reqs.end(),
-                           [&](const ReqWqe& r) { return psn >= r.first_psn && psn < r.first_psn + r.npkts; });
-    if (it == s.reqs.end() || it->kind != ReqKind::read || it->done) {
-      ctx_.ctr.rx_bad_acks++;
-      return;
-    }
-    ReqWqe& r = *it;
-    const Pos want = r.first_psn + r.resp_pkts;
-    if (psn != want) {
-      // A response packet lost (or late): ask again for the rest, once per gap.
-      if (psn > want && s.last_nak_psn != want) {
-        s.last_nak_psn = want;
-        go_back(qp, want);
-      }
-      return;
-    }
-    const std::uint64_t off = static_cast<std::uint64_t>(r.resp_pkts) * s.mtu;
-    const bool last = has & w::kLast;
-    if (p.payload.size() > r.total - off || (!last && p.payload.size() != s.mtu) ||
-        (last && off + p.payload.size() != r.total)) {
-      complete_error(qp, WcStatus::remote_operation_error, "a Read response of the wrong length");
-      return;
-    }
-    s.ack_through = std::max(s.ack_through, r.first_psn);  // everything before the Read
-    if (auto f = place_read_response(ctx_, qp, r.sink_stag, r.sink_to + off, p.payload, psn)) {
-      complete_error(qp, WcStatus::local_protection_error, f->reason);
-      return;
-    }
-    r.resp_pkts++;
-    made_progress(s);
-    if (last) {
-      r.done = true;
-      s.tx_psn = std::max(s.tx_psn, r.first_psn + r.npkts);
-    }
-    acknowledged(qp, s.ack_through);
-    return;
+    on_read_response(qp, p, has, psn);
+  } else if (p.opcode == w::Opcode::atomic_ack) {
+    on_atomic_ack(qp, p, psn);
+  } else if (has & w::kAeth) {
+    on_aeth(qp, p, psn);
+  } else {
+    ctx_.ctr.rx_bad_acks++;
   }
-  if (p.opcode == w::Opcode::atomic_ack) {
-    auto it = std::find_if(s.reqs.begin(), s.reqs.end(), [&](const ReqWqe& r) { return r.first_psn == psn; });
-    if (it == s.reqs.end() || it->kind != ReqKind::atomic || it->done) {
-      ctx_.ctr.rx_bad_acks++;
-      return;
-    }
-    ReqWqe& r = *it;
-    s.ack_through = std::max(s.ack_through, r.first_psn);  // everything before the atomic
-    // The value the peer found, into the 8-byte sink in host order (as rxe_comp.c writes it).
-    const std::uint64_t orig = p.orig;
-    if (auto f = place_read_response(ctx_, qp, r.sink_stag, r.sink_to,
-                                     {reinterpret_cast<const std::uint8_t*>(&orig), sizeof orig}, psn)) {
-      complete_error(qp, WcStatus::local_protection_error, f->reason);
-      return;
-    }
-    r.resp_pkts = 1;
-    r.done = true;
-    made_progress(s);
-    acknowledged(qp, s.ack_through);
-    return;
-  }
-  if (!(has & w::kAeth)) {
+}
+
+// A Read response packet into the Read's sink, in PSN order; a gap asks again for the rest.
+void Roce::on_read_response(Qp& qp, const w::Packet& p, std::uint32_t has, Pos psn) {
+  RoceQp& s = st(qp);
+  auto it = std::find_if(s.reqs.begin(), s.reqs.end(),
+                         [&](const ReqWqe& r) { return psn >= r.first_psn && psn < r.first_psn + r.npkts; });
+  if (it == s.reqs.end() || it->kind != ReqKind::read || it->done) {
     ctx_.ctr.rx_bad_acks++;
     return;
   }
+  ReqWqe& r = *it;
+  const Pos want = r.first_psn + r.resp_pkts;
+  if (psn != want) {
+    // A response packet lost (or late): ask again for the rest, once per gap.
+    if (psn > want && s.last_nak_psn != want) {
+      s.last_nak_psn = want;
+      go_back(qp, want);
+    }
+    return;
+  }
+  const std::uint64_t off = static_cast<std::uint64_t>(r.resp_pkts) * s.mtu;
+  const bool last = has & w::kLast;
+  if (p.payload.size() > r.total - off || (!last && p.payload.size() != s.mtu) ||
+      (last && off + p.payload.size() != r.total)) {
+    complete_error(qp, WcStatus::remote_operation_error, "a Read response of the wrong length");
+    return;
+  }
+  s.ack_through = std::max(s.ack_through, r.first_psn);  // everything before the Read
+  if (auto f = place_read_response(ctx_, qp, r.sink_stag, r.sink_to + off, p.payload, psn)) {
+    complete_error(qp, WcStatus::local_protection_error, f->reason);
+    return;
+  }
+  r.resp_pkts++;
+  made_progress(s);
+  if (last) {
+    r.done = true;
+    s.tx_psn = std::max(s.tx_psn, r.first_psn + r.npkts);
+  }
+  acknowledged(qp, s.ack_through);
+}
+
+// An atomic's answer: the value the peer found, into the 8-byte sink in host order (as rxe_comp.c
+// writes it).
+void Roce::on_atomic_ack(Qp& qp, const w::Packet& p, Pos psn) {
+  RoceQp& s = st(qp);
+  auto it = std::find_if(s.reqs.begin(), s.reqs.end(), [&](const ReqWqe& r) { return r.first_psn == psn; });
+  if (it == s.reqs.end() || it->kind != ReqKind::atomic || it->done) {
+    ctx_.ctr.rx_bad_acks++;
+    return;
+  }
+  ReqWqe& r = *it;
+  s.ack_through = std::max(s.ack_through, r.first_psn);  // everything before the atomic
+  const std::uint64_t orig = p.orig;
+  if (auto f = place_read_response(ctx_, qp, r.sink_stag, r.sink_to,
+                                   {reinterpret_cast<const std::uint8_t*>(&orig), sizeof orig}, psn)) {
+    complete_error(qp, WcStatus::local_protection_error, f->reason);
+    return;
+  }
+  r.resp_pkts = 1;
+  r.done = true;
+  made_progress(s);
+  acknowledged(qp, s.ack_through);
+}
+
+// An ACK acknowledges through its PSN. An RNR NAK waits its timer and sends again (rnr_retry
+// times); a PSN sequence error NAK sends again from its PSN (go-back-N, retry_cnt times without
+// progress); the others refuse the request: it completes with the status core/error.cpp maps the
+// NAK to and the QP breaks.
+void Roce::on_aeth(Qp& qp, const w::Packet& p, Pos psn) {
+  RoceQp& s = st(qp);
   switch (p.syndrome & w::kAethTypeMask) {
     case w::kAethAck: acknowledged(qp, psn + 1); return;
-    case w::kAethRnrNak: {
-      acknowledged(qp, psn);
-      if (qp.state != QpState::rts && qp.state != QpState::closing) return;
-      if (s.rnr_left == 0) {
-        complete_error(qp, WcStatus::rnr_retry_exceeded, "the peer had no receive buffer through every RNR retry");
-        return;
-      }
-      if (ctx_.cfg.roce.rnr_retry != 7) s.rnr_left--;
-      s.rnr_wait = true;
-      s.rnr_until = Clock::now() + std::chrono::microseconds(w::rnr_timer_us(p.syndrome & 0x1F));
-      s.tx_psn = std::max(psn, s.una_psn);
-      recount(qp);
-      rearm(qp);
-      return;
-    }
-    case w::kNakPsnSeqError& w::kAethTypeMask: break;
+    case w::kAethRnrNak: on_rnr_nak(qp, p.syndrome, psn); return;
+    case w::kAethNak: break;
     default: ctx_.ctr.rx_bad_acks++; return;
   }
   acknowledged(qp, psn);
   if (qp.state != QpState::rts && qp.state != QpState::closing) return;
-  switch (p.syndrome) {
-    case w::kNakPsnSeqError:
-      if (s.rnr_wait && psn == s.tx_psn) return;  // the RNR NAK's message: it goes again after the timer
-      // The same NAK again without progress: the retransmission did not get through.
-      if (s.last_nak_psn == psn) {
-        if (s.retry_left == 0) {
-          complete_error(qp, WcStatus::transport_error, "retry count exceeded (PSN sequence error NAKs)");
-          return;
-        }
-        s.retry_left--;
+  if (p.syndrome == w::kNakPsnSeqError) {
+    if (s.rnr_wait && psn == s.tx_psn) return;  // the RNR NAK's message: it goes again after the timer
+    // The same NAK again without progress: the retransmission did not get through.
+    if (s.last_nak_psn == psn) {
+      if (s.retry_left == 0) {
+        complete_error(qp, WcStatus::transport_error, "retry count exceeded (PSN sequence error NAKs)");
+        return;
       }
-      s.last_nak_psn = psn;
-      go_back(qp, psn);
-      return;
-    case w::kNakInvalidRequest:
-    case w::kNakInvalidRdRequest:
-      ctx_.ctr.terminates_received++;
-      qp.ctr.terminates_received++;
-      complete_error(qp, WcStatus::remote_invalid_request, "the peer sent NAK invalid request");
-      return;
-    case w::kNakRemoteAccess:
-      ctx_.ctr.terminates_received++;
-      qp.ctr.terminates_received++;
-      complete_error(qp, WcStatus::remote_access_error, "the peer sent NAK remote access error");
-      return;
-    case w::kNakRemoteOperation:
-      ctx_.ctr.terminates_received++;
-      qp.ctr.terminates_received++;
-      complete_error(qp, WcStatus::remote_operation_error, "the peer sent NAK remote operational error");
-      return;
-    default: ctx_.ctr.rx_bad_acks++; return;
+      s.retry_left--;
+    }
+    s.last_nak_psn = psn;
+    go_back(qp, psn);
+    return;
   }
+  const std::optional<WcStatus> refused = nak_status(p.syndrome);
+  if (!refused) {
+    ctx_.ctr.rx_bad_acks++;
+    return;
+  }
+  ctx_.ctr.terminates_received++;
+  qp.ctr.terminates_received++;
+  char code[8];
+  std::snprintf(code, sizeof code, "0x%02x", p.syndrome);
+  complete_error(qp, *refused,
+                 std::string("the peer sent NAK ") + code + " (" + std::string(to_string(*refused)) + ")");
+}
+
+void Roce::on_rnr_nak(Qp& qp, std::uint8_t syndrome, Pos psn) {
+  RoceQp& s = st(qp);
+  acknowledged(qp, psn);
+  if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+  if (s.rnr_left == 0) {
+    complete_error(qp, WcStatus::rnr_retry_exceeded, "the peer had no receive buffer through every RNR retry");
+    return;
+  }
+  if (ctx_.cfg.roce.rnr_retry != 7) s.rnr_left--;
+  s.rnr_wait = true;
+  s.rnr_until = Clock::now() + std::chrono::microseconds(w::rnr_timer_us(syndrome & 0x1F));
+  s.tx_psn = std::max(psn, s.una_psn);
+  recount(qp);
+  rearm(qp);
 }
 
 // Everything below `through` is acknowledged (not a Read's response, which only its packets

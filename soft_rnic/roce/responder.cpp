@@ -17,135 +17,48 @@ namespace {
 
 constexpr int kResponseBurst = 256;  // Read response packets per round and QP
 
-std::uint8_t nak_code(Error e) {
-  switch (e) {
-    case Error::invalid_stag:
-    case Error::stag_not_associated:
-    case Error::out_of_bounds:
-    case Error::access_violation: return w::kNakRemoteAccess;
-    case Error::local_catastrophic: return w::kNakRemoteOperation;
-    default: return w::kNakInvalidRequest;
+// rxe's check_length: no packet longer than the path MTU, a first or middle one exactly that.
+std::optional<Fault> check_length(const RoceQp& s, std::uint32_t has, std::size_t len) {
+  if (len > s.mtu || ((has & w::kPayload) && !(has & w::kLast) && len != s.mtu))
+    return Fault{Error::message_too_long,
+                 "a packet of " + std::to_string(len) + " bytes where the path MTU is " + std::to_string(s.mtu)};
+  return std::nullopt;
+}
+
+// rxe's check_op_seq: a message's first packet only between messages, its others only within one.
+std::optional<Fault> check_op_seq(const RoceQp& s, std::uint32_t has) {
+  if (has & w::kFirst) {
+    if (s.in_send || s.in_write) return Fault{Error::unexpected_opcode, "a new message before the last one ended"};
+  } else if ((has & w::kSend) && !s.in_send) {
+    return Fault{Error::unexpected_opcode, "a Send's middle or last packet without its first"};
+  } else if ((has & w::kWrite) && !s.in_write) {
+    return Fault{Error::unexpected_opcode, "an RDMA Write's middle or last packet without its first"};
   }
+  return std::nullopt;
 }
 
 }  // namespace
 
+// A request packet, in the order of rxe's responder: its PSN (a gap or a duplicate ends here), its
+// length and place in the message, a receive buffer for what takes one (else RNR NAK), then the
+// operation. Whatever cannot be carried out is NAKed with the Error it is (nak), the QP broken.
 void Roce::on_request(Qp& qp, const w::Packet& p) {
   RoceQp& s = st(qp);
   if (qp.state != QpState::rts && qp.state != QpState::closing) return;
-  const Pos psn = ext(s.exp_psn, p.psn);
-  if (psn > s.exp_psn) {
-    // A gap (a packet lost or late): one NAK names the expected PSN; the rest wait for it.
-    qp.ctr.rx_out_of_order++;
-    ctx_.ctr.rx_out_of_order++;
-    if (!s.nak_sent) {
-      s.nak_sent = true;
-      s.ack_pending = false;
-      send_ack(qp, w::kNakPsnSeqError, s.exp_psn);
-    }
-    return;
-  }
-  if (psn < s.exp_psn) {
-    duplicate(qp, p, psn);
-    return;
-  }
-  s.nak_sent = false;
+  const Pos psn = extend_psn(s.exp_psn, p.psn);
+  if (!check_psn(qp, p, psn)) return;
   const std::uint32_t has = w::op_info(p.opcode).has;
-  const std::size_t len = p.payload.size();
-  if (len > s.mtu || ((has & w::kPayload) && !(has & w::kLast) && len != s.mtu)) {
-    nak(qp, w::kNakInvalidRequest, psn, Error::message_too_long,
-        "a packet of " + std::to_string(len) + " bytes where the path MTU is " + std::to_string(s.mtu));
+  std::optional<Fault> f = check_length(s, has, p.payload.size());
+  if (!f) f = check_op_seq(s, has);
+  if (f) {
+    nak(qp, psn, f->error, f->reason);
     return;
   }
-  const bool busy = s.in_send || s.in_write;
-  if ((has & w::kFirst) && busy) {
-    nak(qp, w::kNakInvalidRequest, psn, Error::unexpected_opcode, "a new message before the last one ended");
-    return;
-  }
+  if (!check_resource(qp, has, psn)) return;
   if (has & w::kSend) {
-    if (has & w::kFirst) {
-      const QpState before = qp.state;
-      if (!recv_buffer_ready(qp, s.next_recv_msn)) {
-        if (qp.state == before) rnr_nak(qp, psn);  // (else looking broke it: the hard watermark)
-        return;
-      }
-      s.in_send = true;
-      s.send_msn = s.next_recv_msn++;
-      s.send_off = 0;
-    } else if (!s.in_send) {
-      nak(qp, w::kNakInvalidRequest, psn, Error::unexpected_opcode, "a Send's middle or last packet without its first");
-      return;
-    }
-    if (auto f = place_untagged(ctx_, qp, s.send_msn, s.send_off, p.payload, (has & w::kLast) != 0, p.inv_rkey,
-                                (has & w::kIeth) != 0, psn)) {
-      nak(qp, nak_code(f->error), psn, f->error, f->reason);
-      return;
-    }
-    s.send_off += len;
-    if (has & w::kImm) set_recv_imm(qp, s.send_msn, p.imm, std::nullopt);
-    if (has & w::kLast) {
-      s.in_send = false;
-      s.msn++;
-    }
+    f = execute_send(qp, p, has, psn);
   } else if (has & w::kWrite) {
-    // A Write with Immediate takes a receive buffer with its last packet: none, RNR NAK (before
-    // anything of this packet is placed, so the retry finds everything as it was).
-    if (has & w::kImm) {
-      const QpState before = qp.state;
-      if (!recv_buffer_ready(qp, s.next_recv_msn)) {
-        if (qp.state == before) rnr_nak(qp, psn);  // (else looking broke it: the hard watermark)
-        return;
-      }
-    }
-    if (has & w::kFirst) {
-      if (p.dma_len > ctx_.limits.max_msg_size) {
-        nak(qp, w::kNakInvalidRequest, psn, Error::message_too_long, "an RDMA Write longer than the largest message");
-        return;
-      }
-      if (p.dma_len) {
-        const MrCheck c = ctx_.mrs.check(p.rkey, qp.init.pd, p.va, p.dma_len, Access::remote_write);
-        if (c != MrCheck::ok) {
-          nak(qp, w::kNakRemoteAccess, psn, tagged_error(c), std::string("RDMA Write: ") + std::string(to_string(c)));
-          return;
-        }
-      }
-      s.in_write = true;
-      s.w_rkey = p.rkey;
-      s.w_va = p.va;
-      s.w_left = s.w_total = p.dma_len;
-    } else if (!s.in_write) {
-      nak(qp, w::kNakInvalidRequest, psn, Error::unexpected_opcode,
-          "an RDMA Write's middle or last packet without its first");
-      return;
-    }
-    if (len > s.w_left) {
-      nak(qp, w::kNakInvalidRequest, psn, Error::bad_offset, "RDMA Write data beyond the length its RETH gave");
-      return;
-    }
-    if (len) {
-      if (auto f = place_tagged(ctx_, qp, s.w_rkey, s.w_va, p.payload)) {
-        nak(qp, nak_code(f->error), psn, f->error, f->reason);
-        return;
-      }
-    }
-    s.w_va += len;
-    s.w_left -= len;
-    if (has & w::kLast) {
-      if (s.w_left) {
-        nak(qp, w::kNakInvalidRequest, psn, Error::bad_offset, "RDMA Write shorter than the length its RETH gave");
-        return;
-      }
-      s.in_write = false;
-      s.msn++;
-      if (has & w::kImm) {
-        const std::uint32_t msn = s.next_recv_msn++;
-        if (auto f = place_untagged(ctx_, qp, msn, 0, {}, true, 0, false, psn)) {
-          nak(qp, nak_code(f->error), psn, f->error, f->reason);
-          return;
-        }
-        set_recv_imm(qp, msn, p.imm, s.w_total);
-      }
-    }
+    f = execute_write(qp, p, has, psn);
   } else if (has & w::kAtomic) {
     if (answer_atomic(qp, p, psn)) s.exp_psn = psn + 1;
     return;
@@ -153,13 +66,106 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
     answer_read(qp, psn, p.rkey, p.va, p.dma_len);  // its response acknowledges it
     return;
   } else {
-    nak(qp, w::kNakInvalidRequest, psn, Error::unexpected_opcode,
-        std::string(w::op_info(p.opcode).name) + " is not supported yet");
+    f = Fault{Error::unexpected_opcode, std::string(w::op_info(p.opcode).name) + " is not supported yet"};
+  }
+  if (f) {
+    nak(qp, psn, f->error, f->reason);
     return;
   }
   s.exp_psn = psn + 1;
   complete_receives(ctx_, qp, s.exp_psn);
   if (p.ack_req && s.connected) owe_ack(qp, psn, false);
+}
+
+// The expected PSN goes on; a gap (a packet lost or late) gets one NAK naming the expected PSN,
+// the rest wait for it; an older PSN is a duplicate.
+bool Roce::check_psn(Qp& qp, const w::Packet& p, Pos psn) {
+  RoceQp& s = st(qp);
+  if (psn > s.exp_psn) {
+    qp.ctr.rx_out_of_order++;
+    ctx_.ctr.rx_out_of_order++;
+    if (!s.nak_sent) {
+      s.nak_sent = true;
+      s.ack_pending = false;
+      send_ack(qp, w::kNakPsnSeqError, s.exp_psn);
+    }
+    return false;
+  }
+  if (psn < s.exp_psn) {
+    duplicate(qp, p, psn);
+    return false;
+  }
+  s.nak_sent = false;
+  return true;
+}
+
+// rxe's check_resource: a Send's first packet, and a Write with Immediate's last, take a receive
+// buffer; none there, an RNR NAK (before anything of the packet is placed, so the retry finds
+// everything as it was). False when the packet goes no further (also when taking the posted
+// receives in broke the QP: the hard watermark).
+bool Roce::check_resource(Qp& qp, std::uint32_t has, Pos psn) {
+  RoceQp& s = st(qp);
+  const bool takes = (has & w::kSend) ? (has & w::kFirst) != 0 : (has & w::kWrite) && (has & w::kImm);
+  if (!takes) return true;
+  if (!take_receives_for(qp, s.next_recv_msn)) return false;
+  if (recv_buffer_ready(qp, s.next_recv_msn)) return true;
+  rnr_nak(qp, psn);
+  return false;
+}
+
+// A Send's packet into the buffer of its message (core's receive queue).
+std::optional<Fault> Roce::execute_send(Qp& qp, const w::Packet& p, std::uint32_t has, Pos psn) {
+  RoceQp& s = st(qp);
+  if (has & w::kFirst) {
+    s.in_send = true;
+    s.send_msn = s.next_recv_msn++;
+    s.send_off = 0;
+  }
+  if (auto f = place_untagged(ctx_, qp, s.send_msn, s.send_off, p.payload, (has & w::kLast) != 0, p.inv_rkey,
+                              (has & w::kIeth) != 0, psn))
+    return f;
+  s.send_off += p.payload.size();
+  if (has & w::kImm) set_recv_imm(qp, s.send_msn, p.imm, std::nullopt);
+  if (has & w::kLast) {
+    s.in_send = false;
+    s.msn++;
+  }
+  return std::nullopt;
+}
+
+// An RDMA Write's packet where its RETH (on the first) says, after the rkey, bounds and access
+// checks; with Immediate, its last packet completes a receive of its own.
+std::optional<Fault> Roce::execute_write(Qp& qp, const w::Packet& p, std::uint32_t has, Pos psn) {
+  RoceQp& s = st(qp);
+  const std::size_t len = p.payload.size();
+  if (has & w::kFirst) {
+    if (p.dma_len > ctx_.limits.max_msg_size)
+      return Fault{Error::message_too_long, "an RDMA Write longer than the largest message"};
+    if (p.dma_len) {
+      const MrCheck c = ctx_.mrs.check(p.rkey, qp.init.pd, p.va, p.dma_len, Access::remote_write);
+      if (c != MrCheck::ok) return Fault{tagged_error(c), std::string("RDMA Write: ") + std::string(to_string(c))};
+    }
+    s.in_write = true;
+    s.write_rkey = p.rkey;
+    s.write_va = p.va;
+    s.write_left = s.write_total = p.dma_len;
+  }
+  if (len > s.write_left) return Fault{Error::bad_offset, "RDMA Write data beyond the length its RETH gave"};
+  if (len) {
+    if (auto f = place_tagged(ctx_, qp, s.write_rkey, s.write_va, p.payload)) return f;
+  }
+  s.write_va += len;
+  s.write_left -= len;
+  if (!(has & w::kLast)) return std::nullopt;
+  if (s.write_left) return Fault{Error::bad_offset, "RDMA Write shorter than the length its RETH gave"};
+  s.in_write = false;
+  s.msn++;
+  if (has & w::kImm) {
+    const std::uint32_t msn = s.next_recv_msn++;
+    if (auto f = place_untagged(ctx_, qp, msn, 0, {}, true, 0, false, psn)) return f;
+    set_recv_imm(qp, msn, p.imm, s.write_total);
+  }
+  return std::nullopt;
 }
 
 void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
@@ -183,7 +189,7 @@ void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
       if (p.dma_len) {
         const MrCheck c = ctx_.mrs.check(p.rkey, qp.init.pd, p.va, p.dma_len, Access::remote_read);
         if (c != MrCheck::ok) {
-          nak(qp, w::kNakRemoteAccess, psn, tagged_error(c), std::string("RDMA Read: ") + std::string(to_string(c)));
+          nak(qp, psn, tagged_error(c), std::string("RDMA Read: ") + std::string(to_string(c)));
           return;
         }
       }
@@ -202,13 +208,13 @@ void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
 bool Roce::answer_read(Qp& qp, Pos psn, std::uint32_t rkey, std::uint64_t va, std::uint32_t len) {
   RoceQp& s = st(qp);
   if (len > ctx_.limits.max_msg_size) {
-    nak(qp, w::kNakInvalidRequest, psn, Error::read_too_large, "RDMA Read larger than the largest message");
+    nak(qp, psn, Error::read_too_large, "RDMA Read larger than the largest message");
     return false;
   }
   if (len) {
     const MrCheck c = ctx_.mrs.check(rkey, qp.init.pd, va, len, Access::remote_read);
     if (c != MrCheck::ok) {
-      nak(qp, w::kNakRemoteAccess, psn, tagged_error(c), std::string("RDMA Read: ") + std::string(to_string(c)));
+      nak(qp, psn, tagged_error(c), std::string("RDMA Read: ") + std::string(to_string(c)));
       return false;
     }
   }
@@ -242,8 +248,7 @@ void Roce::send_responses(Qp& qp) {
     p.syndrome = w::kAethAck | w::kAethNoCredit;
     p.msn = s.msn;
     if (!send_packet(qp, p, j.src, j.off, len, qp.init.pd, /*copy=*/true)) {
-      nak(qp, w::kNakRemoteOperation, j.psn, Error::local_catastrophic,
-          "an RDMA Read source's registered memory is gone");
+      nak(qp, j.psn, Error::local_catastrophic, "an RDMA Read source's registered memory is gone");
       return;
     }
     j.first = false;
@@ -261,12 +266,12 @@ void Roce::send_responses(Qp& qp) {
 bool Roce::answer_atomic(Qp& qp, const w::Packet& p, Pos psn) {
   RoceQp& s = st(qp);
   if (p.va % 8 != 0) {
-    nak(qp, w::kNakInvalidRequest, psn, Error::bad_offset, "an atomic at an address not 8-byte aligned");
+    nak(qp, psn, Error::bad_offset, "an atomic at an address not 8-byte aligned");
     return false;
   }
   const MrCheck c = ctx_.mrs.check(p.rkey, qp.init.pd, p.va, 8, Access::remote_atomic);
   if (c != MrCheck::ok) {
-    nak(qp, w::kNakRemoteAccess, psn, tagged_error(c), std::string("atomic: ") + std::string(to_string(c)));
+    nak(qp, psn, tagged_error(c), std::string("atomic: ") + std::string(to_string(c)));
     return false;
   }
   struct Op {
@@ -289,7 +294,7 @@ bool Roce::answer_atomic(Qp& qp, const w::Packet& p, Pos psn) {
       &op);
   if (!ok) {
     ctx_.ctr.memory_faults++;
-    nak(qp, w::kNakRemoteOperation, psn, Error::local_catastrophic, "an atomic's target memory is gone");
+    nak(qp, psn, Error::local_catastrophic, "an atomic's target memory is gone");
     return false;
   }
   s.reads.push_back(ReadRes{psn, 1, true, op.orig});
@@ -331,9 +336,10 @@ void Roce::send_ack(Qp& qp, std::uint8_t syndrome, Pos psn) {
   send_packet(qp, p, {}, 0, 0, qp.init.pd);
 }
 
-// A request we cannot carry out: the NAK its kind names goes to the requester (which completes
+// A request we cannot carry out: the NAK its Error maps to goes to the requester (which completes
 // the request in error) and the QP goes to the error state.
-void Roce::nak(Qp& qp, std::uint8_t code, Pos psn, Error e, std::string reason) {
+void Roce::nak(Qp& qp, Pos psn, Error e, std::string reason) {
+  const std::uint8_t code = nak_syndrome(e);
   st(qp).ack_pending = false;
   send_ack(qp, code, psn);
   ctx_.ctr.terminates_sent++;
@@ -349,7 +355,7 @@ void Roce::nak(Qp& qp, std::uint8_t code, Pos psn, Error e, std::string reason) 
 }
 
 void Roce::fatal(Qp& qp, Error e, std::string reason, std::optional<Pos> bad) {
-  nak(qp, nak_code(e), bad.value_or(st(qp).exp_psn), e, std::move(reason));
+  nak(qp, bad.value_or(st(qp).exp_psn), e, std::move(reason));
 }
 
 }  // namespace softrnic::roce

@@ -122,14 +122,16 @@ struct RoceQp final : TransportQp {
   std::uint32_t msn = 0;            // messages completed (AETH MSN)
   bool nak_sent = false;            // a PSN sequence error NAK went for the current gap
   std::uint32_t next_recv_msn = 1;  // the message number core gives the next Send
-  bool in_send = false;
-  std::uint32_t send_msn = 0;
-  std::uint64_t send_off = 0;
-  bool in_write = false;
-  std::uint32_t w_rkey = 0;
-  std::uint64_t w_va = 0, w_left = 0, w_total = 0;
-  std::deque<ReadRes> reads;  // Reads answered, for duplicates
-  std::deque<ReadJob> jobs;   // Read responses still to send
+  bool in_send = false;             // between a Send's first packet and its last
+  std::uint32_t send_msn = 0;       // ... its message number
+  std::uint64_t send_off = 0;       // ... the offset of its next packet
+  bool in_write = false;            // between an RDMA Write's first packet and its last
+  std::uint32_t write_rkey = 0;     // ... the rkey of its RETH
+  std::uint64_t write_va = 0;       // ... where its next packet goes
+  std::uint64_t write_left = 0;     // ... the bytes still to come
+  std::uint64_t write_total = 0;    // ... its whole length (the RETH's DMA length)
+  std::deque<ReadRes> reads;        // Reads answered, for duplicates
+  std::deque<ReadJob> jobs;         // Read responses still to send
   bool ack_pending = false;
   bool ack_held = false;    // the pending ACK waits one more round for a packet of ours to go with
   bool ack_listed = false;  // on ack_list_
@@ -228,7 +230,8 @@ class Roce final : public Transport, public engine::Pollable {
   static RoceQp& st(Qp& qp) { return static_cast<RoceQp&>(*qp.t); }
   static const RoceQp& st(const Qp& qp) { return static_cast<const RoceQp&>(*qp.t); }
   static NetAddr s_dst(const Qp& qp) { return st(qp).dst; }
-  Pos ext(Pos ref, std::uint32_t psn24) const {
+  // The 64-bit PSN nearest `ref` whose low 24 bits are psn24 (the wire's PSN, extended).
+  Pos extend_psn(Pos ref, std::uint32_t psn24) const {
     return ref + static_cast<Pos>(static_cast<std::int64_t>(wire::roce::psn_diff(psn24, ref & wire::roce::kPsnMask)));
   }
 
@@ -279,6 +282,10 @@ class Roce final : public Transport, public engine::Pollable {
 
   // responder.cpp
   void on_request(Qp& qp, const wire::roce::Packet& p);
+  bool check_psn(Qp& qp, const wire::roce::Packet& p, Pos psn);
+  bool check_resource(Qp& qp, std::uint32_t has, Pos psn);
+  std::optional<Fault> execute_send(Qp& qp, const wire::roce::Packet& p, std::uint32_t has, Pos psn);
+  std::optional<Fault> execute_write(Qp& qp, const wire::roce::Packet& p, std::uint32_t has, Pos psn);
   void duplicate(Qp& qp, const wire::roce::Packet& p, Pos psn);
   bool answer_read(Qp& qp, Pos psn, std::uint32_t rkey, std::uint64_t va, std::uint32_t len);
   void send_responses(Qp& qp);
@@ -286,7 +293,7 @@ class Roce final : public Transport, public engine::Pollable {
   void rnr_nak(Qp& qp, Pos psn);
   void send_atomic_ack(Qp& qp, Pos psn, std::uint64_t orig);
   bool answer_atomic(Qp& qp, const wire::roce::Packet& p, Pos psn);
-  void nak(Qp& qp, std::uint8_t code, Pos psn, Error e, std::string reason);
+  void nak(Qp& qp, Pos psn, Error e, std::string reason);
 
   // cm.cpp
   void handle_mad(NetAddr from, std::span<const std::uint8_t> mad);
@@ -328,6 +335,10 @@ class Roce final : public Transport, public engine::Pollable {
   Clock::duration retry_time() const;
   void made_progress(RoceQp& s);
   void on_response(Qp& qp, const wire::roce::Packet& p);
+  void on_read_response(Qp& qp, const wire::roce::Packet& p, std::uint32_t has, Pos psn);
+  void on_atomic_ack(Qp& qp, const wire::roce::Packet& p, Pos psn);
+  void on_aeth(Qp& qp, const wire::roce::Packet& p, Pos psn);
+  void on_rnr_nak(Qp& qp, std::uint8_t syndrome, Pos psn);
   void acknowledged(Qp& qp, Pos through);
   void complete_error(Qp& qp, WcStatus status, std::string reason);
   void on_timer(Qp& qp, Clock::time_point now);

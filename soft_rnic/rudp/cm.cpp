@@ -361,189 +361,208 @@ void Rudp::cm_timers(Clock::time_point now) {
   }
 }
 
+// A CM frame, by its operation. Each handler takes it only from whom it may come: a reply, reject,
+// cookie or confirmation for one of our QPs (ours()), a reset at the exact sequence number.
 void Rudp::handle_cm(NetAddr from, const w::FrameHeader& h, std::span<const std::uint8_t> body) {
   if (body.size() < sizeof(w::CmHdrWire)) {
     ctx_.ctr.rx_bad_frames++;
     return;
   }
-  w::CmHdrWire c;
-  std::memcpy(&c, body.data(), sizeof c);
-  const std::size_t pd_len = c.private_data_len.get();
-  if (pd_len > body.size() - sizeof c || pd_len > ctx_.limits.max_private_data) {
+  CmFrame f{from, h, {}, {}};
+  std::memcpy(&f.c, body.data(), sizeof f.c);
+  const std::size_t pd_len = f.c.private_data_len.get();
+  if (pd_len > body.size() - sizeof f.c || pd_len > ctx_.limits.max_private_data) {
     ctx_.ctr.rx_bad_frames++;
     return;
   }
-  const auto pd = body.subspan(sizeof c, pd_len);
-  const std::uint32_t conn_id = c.conn_id.get();
-  // The QP a reply, reject, cookie or confirmation is for: ours, of this attempt, at that peer.
-  auto ours = [&]() -> Qp* {
-    auto it = ctx_.qps.find(h.dst_qpn);
-    if (it == ctx_.qps.end() || conn(*it->second).conn_id != conn_id || it->second->peer != from) return nullptr;
-    return it->second;
-  };
-  switch (static_cast<w::CmOp>(c.op)) {
-    case w::CmOp::connect_request: {
-      for (Request* r : reqs_) {
-        if (r->from == from && r->conn_id == conn_id && r->src_qpn == h.src_qpn) {
-          if (r->phase == ReqPhase::rejected) send_reject(*r, false);
-          // pending: the consumer decides, and the initiator hears that its request arrived
-          // (it does not give up for want of an answer); accepted: the QP repeats its reply.
-          if (r->phase == ReqPhase::pending)
-            send_cm_raw(from, h.src_qpn, 0, w::CmOp::pending, 0, r->conn_qual, conn_id, 0, {});
-          return;
-        }
-      }
-      auto l = listeners_.find(c.conn_qual.get());
-      if (l == listeners_.end()) {
-        Request tmp;
-        tmp.from = from;
-        tmp.src_qpn = h.src_qpn;
-        tmp.conn_id = conn_id;
-        tmp.conn_qual = c.conn_qual.get();
-        send_reject(tmp, true);
-        return;
-      }
-      // No state for a request until its initiator has shown it receives at its address: the
-      // first request is answered with a cookie, which only a request sent from there echoes
-      // (a spoofed source never sees it, so it can neither reach the consumer nor hold a QP).
-      {
-        const auto now = Clock::now();
-        const std::int64_t epoch = cookie_epoch(now);
-        const std::uint64_t qual = c.conn_qual.get();
-        const std::uint32_t isn = c.init_seq.get();
-        const bool valid = h.seq != 0 && (h.seq == cookie(from, h.src_qpn, conn_id, qual, isn, epoch) ||
-                                          h.seq == cookie(from, h.src_qpn, conn_id, qual, isn, epoch - 1));
-        if (!valid) {
-          if (h.seq != 0) ctx_.ctr.rx_bad_cookies++;
-          ctx_.ctr.cookies_sent++;
-          send_cm_raw(from, h.src_qpn, 0, w::CmOp::cookie, 0, qual, conn_id, 0, {}, 0, 0,
-                      cookie(from, h.src_qpn, conn_id, qual, isn, epoch));
-          return;
-        }
-      }
-      if (std::count_if(reqs_.begin(), reqs_.end(), [](const Request* q) { return q->phase == ReqPhase::pending; }) >=
-          kMaxPendingRequests) {
-        ctx_.ctr.rx_dropped_requests++;  // a flood of requests cannot grow memory without bound
-        return;
-      }
-      auto* r = new Request;
-      r->from = from;
-      r->src_qpn = h.src_qpn;
-      r->conn_id = conn_id;
-      r->init_seq = c.init_seq.get();
-      r->peer_ird = c.ird.get();
-      r->peer_ord = c.ord.get();
-      r->conn_qual = c.conn_qual.get();
-      reqs_.push_back(r);
-      l->second(r, ConnRequestInfo{from, r->conn_qual, std::vector<std::uint8_t>(pd.begin(), pd.end())});
-      return;
-    }
-    case w::CmOp::connect_reply: {
-      Qp* q = ours();
-      if (!q) {
-        ctx_.ctr.rx_unknown_qp++;
-        return;
-      }
-      Qp& qp = *q;
-      Conn& cn = conn(qp);
-      if (qp.cm == CmPhase::connecting) {
-        cn.peer_qpn = h.src_qpn;
-        cn.last_rx = Clock::now();
-        cn.rxw.reset(c.init_seq.get());
-        qp.ord = std::min(qp.init.ord, static_cast<std::uint32_t>(c.ird.get()));  // no more than the peer takes
-        qp.ird = qp.init.ird;
-        qp.state = QpState::rts;
-        qp.cm = CmPhase::connected;
-        hint_peer(qp, true);
-        rearm(qp);  // keepalive
-        send_cm(qp, w::CmOp::ready_to_use, 0);
-        emit(qp, CmEventType::established, "", std::vector<std::uint8_t>(pd.begin(), pd.end()));
-      } else if (qp.cm == CmPhase::connected && cn.peer_qpn == h.src_qpn) {
-        send_cm(qp, w::CmOp::ready_to_use, 0);  // our confirmation was lost
-      }
-      return;
-    }
-    case w::CmOp::reject: {
-      Qp* q = ours();
-      if (!q || q->cm != CmPhase::connecting) return;
-      Qp& qp = *q;
-      flush_qp(qp);
-      qp.state = QpState::error;
-      qp.cm = CmPhase::closed;
-      emit(qp, c.reserved ? CmEventType::no_listener : CmEventType::rejected, "",
-           std::vector<std::uint8_t>(pd.begin(), pd.end()));
-      return;
-    }
-    case w::CmOp::reset: {
-      // The peer closed abruptly. Its ack first: Sends it received complete, not flush.
-      auto it = ctx_.qps.find(h.dst_qpn);
-      if (it != ctx_.qps.end() && it->second->peer == from && conn(*it->second).peer_qpn == h.src_qpn &&
-          conn(*it->second).conn_id == conn_id && it->second->cm != CmPhase::none &&
-          it->second->cm != CmPhase::connecting) {
-        Qp& qp = *it->second;
-        Conn& cn = conn(qp);
-        if (qp.cm == CmPhase::closed) {
-          // already closed (an earlier reset, or our own close): acknowledge it below
-        } else if (h.seq != cn.rxw.next() || !(h.flags & w::kFlagAckValid) || !ack_acceptable(cn, h.ack)) {
-          // Taken only at the exact sequence number we expect (RFC 5961 section 3): anything
-          // else is answered with our ACK, which the real peer, if it did reset, answers with a
-          // reset at that number (answer_lingering); a blind attacker never sees it.
-          ctx_.ctr.challenge_acks++;
-          challenge(qp);
-          return;
-        } else {
-          // A reset from the initiator means it had our reply and was connected: its
-          // READY_TO_USE may only be behind (another socket of the udp netdev, a lost datagram),
-          // so the consumer hears ESTABLISHED before DISCONNECTED, as for a first data frame.
-          // (dtestcm -c 100 counted such a DISCONNECTED as its ESTABLISHED and then waited
-          // forever for the last disconnects: the flake of issue 13.)
-          if (qp.cm == CmPhase::accepting) established_passive(qp);
-          handle_ack(qp, h.ack, {});
-          if (qp.cm != CmPhase::closed) close_qp(qp, CmEventType::disconnected, "the peer reset the connection");
-        }
-      } else if (std::none_of(lingers_.begin(), lingers_.end(), [&](const Linger& l) {
-                   return l.qpn == h.dst_qpn && l.peer == from && l.peer_qpn == h.src_qpn && l.conn_id == conn_id;
-                 })) {
-        return;  // not a connection of ours (nor one we closed too): no answer, an attacker learns nothing
-      }
-      std::uint8_t b[w::kFrameOverhead + sizeof(w::CmHdrWire)];
-      w::write_frame_header(b, {w::FrameType::cm, 0, h.src_qpn, h.dst_qpn, 0, 0});
-      const w::CmHdrWire r{static_cast<std::uint8_t>(w::CmOp::reset_ack),
-                           0,
-                           w::Be16(0),
-                           w::Be16(0),
-                           w::Be16(0),
-                           w::Be64(0),
-                           w::Be32(conn_id),
-                           w::Be32(0)};
-      std::memcpy(b + w::kFrameHeaderLen, &r, sizeof r);
-      send_raw(from, {b, w::seal_frame(b, w::kFrameHeaderLen + sizeof r)});
-      return;
-    }
+  f.pd = body.subspan(sizeof f.c, pd_len);
+  switch (static_cast<w::CmOp>(f.c.op)) {
+    case w::CmOp::connect_request: on_connect_request(f); return;
+    case w::CmOp::connect_reply: on_connect_reply(f); return;
+    case w::CmOp::reject: on_reject(f); return;
+    case w::CmOp::reset: on_reset(f); return;
     case w::CmOp::reset_ack:
       std::erase_if(lingers_, [&](const Linger& l) { return l.qpn == h.dst_qpn && l.peer == from; });
       return;
     case w::CmOp::pending:
-    case w::CmOp::cookie: {
-      Qp* q = ours();
-      if (!q || q->cm != CmPhase::connecting) return;
-      Qp& qp = *q;
-      Conn& cn = conn(qp);
-      cn.cm_answered = true;  // the listener is there
-      if (static_cast<w::CmOp>(c.op) == w::CmOp::cookie && h.seq != 0 && h.seq != cn.cm_cookie) {
-        cn.cm_cookie = h.seq;
-        send_cm(qp, w::CmOp::connect_request, 0);  // at once, echoing it
-        cn.cm_next_tx = Clock::now() + kCmRetry;
-      }
-      return;
-    }
+    case w::CmOp::cookie: on_cookie(f); return;
     case w::CmOp::ready_to_use: {
-      Qp* q = ours();
+      Qp* q = ours(f);
       if (q && q->cm == CmPhase::accepting) established_passive(*q);
       return;
     }
   }
   ctx_.ctr.rx_bad_frames++;
+}
+
+// The QP a reply, reject, cookie or confirmation is for: ours, of this attempt, at that peer.
+Qp* Rudp::ours(const CmFrame& f) {
+  auto it = ctx_.qps.find(f.h.dst_qpn);
+  if (it == ctx_.qps.end() || conn(*it->second).conn_id != f.c.conn_id.get() || it->second->peer != f.from)
+    return nullptr;
+  return it->second;
+}
+
+// A connect request. One we have already: answered again by its state. New: only once its
+// initiator echoed our cookie (it receives at its address), and within the pending cap, does it
+// reach the listener.
+void Rudp::on_connect_request(const CmFrame& f) {
+  const std::uint32_t conn_id = f.c.conn_id.get();
+  for (Request* r : reqs_) {
+    if (r->from == f.from && r->conn_id == conn_id && r->src_qpn == f.h.src_qpn) {
+      if (r->phase == ReqPhase::rejected) send_reject(*r, false);
+      // pending: the consumer decides, and the initiator hears that its request arrived
+      // (it does not give up for want of an answer); accepted: the QP repeats its reply.
+      if (r->phase == ReqPhase::pending)
+        send_cm_raw(f.from, f.h.src_qpn, 0, w::CmOp::pending, 0, r->conn_qual, conn_id, 0, {});
+      return;
+    }
+  }
+  auto l = listeners_.find(f.c.conn_qual.get());
+  if (l == listeners_.end()) {
+    Request tmp;
+    tmp.from = f.from;
+    tmp.src_qpn = f.h.src_qpn;
+    tmp.conn_id = conn_id;
+    tmp.conn_qual = f.c.conn_qual.get();
+    send_reject(tmp, true);
+    return;
+  }
+  if (!cookie_echoed(f)) return;
+  if (std::count_if(reqs_.begin(), reqs_.end(), [](const Request* q) { return q->phase == ReqPhase::pending; }) >=
+      kMaxPendingRequests) {
+    ctx_.ctr.rx_dropped_requests++;  // a flood of requests cannot grow memory without bound
+    return;
+  }
+  auto* r = new Request;
+  r->from = f.from;
+  r->src_qpn = f.h.src_qpn;
+  r->conn_id = conn_id;
+  r->init_seq = f.c.init_seq.get();
+  r->peer_ird = f.c.ird.get();
+  r->peer_ord = f.c.ord.get();
+  r->conn_qual = f.c.conn_qual.get();
+  reqs_.push_back(r);
+  l->second(r, ConnRequestInfo{f.from, r->conn_qual, std::vector<std::uint8_t>(f.pd.begin(), f.pd.end())});
+}
+
+// No state for a request until its initiator has shown it receives at its address: the first
+// request is answered with a cookie, which only a request sent from there echoes (a spoofed source
+// never sees it, so it can neither reach the consumer nor hold a QP). True when this one echoes it.
+bool Rudp::cookie_echoed(const CmFrame& f) {
+  const std::int64_t epoch = cookie_epoch(Clock::now());
+  const std::uint32_t conn_id = f.c.conn_id.get();
+  const std::uint64_t qual = f.c.conn_qual.get();
+  const std::uint32_t isn = f.c.init_seq.get();
+  const std::uint32_t seq = f.h.seq;
+  if (seq != 0 && (seq == cookie(f.from, f.h.src_qpn, conn_id, qual, isn, epoch) ||
+                   seq == cookie(f.from, f.h.src_qpn, conn_id, qual, isn, epoch - 1)))
+    return true;
+  if (seq != 0) ctx_.ctr.rx_bad_cookies++;
+  ctx_.ctr.cookies_sent++;
+  send_cm_raw(f.from, f.h.src_qpn, 0, w::CmOp::cookie, 0, qual, conn_id, 0, {}, 0, 0,
+              cookie(f.from, f.h.src_qpn, conn_id, qual, isn, epoch));
+  return false;
+}
+
+// The listener's reply to our request: connected (our confirmation goes back); again after that,
+// our confirmation was lost.
+void Rudp::on_connect_reply(const CmFrame& f) {
+  Qp* q = ours(f);
+  if (!q) {
+    ctx_.ctr.rx_unknown_qp++;
+    return;
+  }
+  Qp& qp = *q;
+  Conn& cn = conn(qp);
+  if (qp.cm == CmPhase::connecting) {
+    cn.peer_qpn = f.h.src_qpn;
+    cn.last_rx = Clock::now();
+    cn.rxw.reset(f.c.init_seq.get());
+    qp.ord = std::min(qp.init.ord, static_cast<std::uint32_t>(f.c.ird.get()));  // no more than the peer takes
+    qp.ird = qp.init.ird;
+    qp.state = QpState::rts;
+    qp.cm = CmPhase::connected;
+    hint_peer(qp, true);
+    rearm(qp);  // keepalive
+    send_cm(qp, w::CmOp::ready_to_use, 0);
+    emit(qp, CmEventType::established, "", std::vector<std::uint8_t>(f.pd.begin(), f.pd.end()));
+  } else if (qp.cm == CmPhase::connected && cn.peer_qpn == f.h.src_qpn) {
+    send_cm(qp, w::CmOp::ready_to_use, 0);
+  }
+}
+
+void Rudp::on_reject(const CmFrame& f) {
+  Qp* q = ours(f);
+  if (!q || q->cm != CmPhase::connecting) return;
+  Qp& qp = *q;
+  flush_qp(qp);
+  qp.state = QpState::error;
+  qp.cm = CmPhase::closed;
+  emit(qp, f.c.reserved ? CmEventType::no_listener : CmEventType::rejected, "",
+       std::vector<std::uint8_t>(f.pd.begin(), f.pd.end()));
+}
+
+// The peer closed abruptly. Taken only at the exact sequence number we expect, its ack first
+// (Sends it received complete, not flush); answered with a reset ack when the connection is ours
+// or one we closed, and not at all otherwise (an attacker learns nothing).
+void Rudp::on_reset(const CmFrame& f) {
+  const std::uint32_t conn_id = f.c.conn_id.get();
+  auto it = ctx_.qps.find(f.h.dst_qpn);
+  if (it != ctx_.qps.end() && it->second->peer == f.from && conn(*it->second).peer_qpn == f.h.src_qpn &&
+      conn(*it->second).conn_id == conn_id && it->second->cm != CmPhase::none &&
+      it->second->cm != CmPhase::connecting) {
+    Qp& qp = *it->second;
+    Conn& cn = conn(qp);
+    if (qp.cm == CmPhase::closed) {
+      // already closed (an earlier reset, or our own close): acknowledge it below
+    } else if (f.h.seq != cn.rxw.next() || !(f.h.flags & w::kFlagAckValid) || !ack_acceptable(cn, f.h.ack)) {
+      // Anything but the exact sequence number (RFC 5961 section 3) is answered with our ACK,
+      // which the real peer, if it did reset, answers with a reset at that number
+      // (answer_lingering); a blind attacker never sees it.
+      ctx_.ctr.challenge_acks++;
+      challenge(qp);
+      return;
+    } else {
+      // A reset from the initiator means it had our reply and was connected: its READY_TO_USE
+      // may only be behind (another socket of the udp netdev, a lost datagram), so the consumer
+      // hears ESTABLISHED before DISCONNECTED, as for a first data frame (dtestcm -c 100 counts
+      // a DISCONNECTED as its ESTABLISHED otherwise and waits forever for the last disconnects).
+      if (qp.cm == CmPhase::accepting) established_passive(qp);
+      handle_ack(qp, f.h.ack, {});
+      if (qp.cm != CmPhase::closed) close_qp(qp, CmEventType::disconnected, "the peer reset the connection");
+    }
+  } else if (std::none_of(lingers_.begin(), lingers_.end(), [&](const Linger& l) {
+               return l.qpn == f.h.dst_qpn && l.peer == f.from && l.peer_qpn == f.h.src_qpn && l.conn_id == conn_id;
+             })) {
+    return;
+  }
+  std::uint8_t b[w::kFrameOverhead + sizeof(w::CmHdrWire)];
+  w::write_frame_header(b, {w::FrameType::cm, 0, f.h.src_qpn, f.h.dst_qpn, 0, 0});
+  const w::CmHdrWire r{static_cast<std::uint8_t>(w::CmOp::reset_ack),
+                       0,
+                       w::Be16(0),
+                       w::Be16(0),
+                       w::Be16(0),
+                       w::Be64(0),
+                       w::Be32(conn_id),
+                       w::Be32(0)};
+  std::memcpy(b + w::kFrameHeaderLen, &r, sizeof r);
+  send_raw(f.from, {b, w::seal_frame(b, w::kFrameHeaderLen + sizeof r)});
+}
+
+// The listener is there (pending), or asks for its cookie to be echoed (cookie): the request goes
+// again at once with it.
+void Rudp::on_cookie(const CmFrame& f) {
+  Qp* q = ours(f);
+  if (!q || q->cm != CmPhase::connecting) return;
+  Conn& cn = conn(*q);
+  cn.cm_answered = true;
+  if (static_cast<w::CmOp>(f.c.op) == w::CmOp::cookie && f.h.seq != 0 && f.h.seq != cn.cm_cookie) {
+    cn.cm_cookie = f.h.seq;
+    send_cm(*q, w::CmOp::connect_request, 0);
+    cn.cm_next_tx = Clock::now() + kCmRetry;
+  }
 }
 
 }  // namespace softrnic::rudp

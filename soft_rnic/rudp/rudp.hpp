@@ -208,6 +208,8 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   void rearm(Qp& qp);
   static std::chrono::microseconds reorder_window(const Conn& c);
   void on_timer(Qp& qp, Clock::time_point now);
+  bool cm_timeout(Qp& qp, Clock::time_point now);
+  void retransmit_due(Qp& qp, Clock::time_point now);
   bool keepalive(Qp& qp, Clock::time_point now);
   static bool ack_acceptable(const Conn& c, std::uint32_t ack);
   void challenge(Qp& qp);
@@ -216,10 +218,24 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   void flush_acks();
   void delayed_acks(Clock::time_point now);
   bool handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack);
+  // What the frames an ack newly covers told (mark_delivered, frame_delivered).
+  struct AckScan {
+    std::chrono::microseconds slowest{-1};  // the slowest round trip of a frame sent once
+    bool covers_original = false;           // a frame sent once among them
+    bool newly_sacked = false;
+    Clock::time_point resent_sent{};  // the latest resent frame whose own delivery this is
+    std::chrono::microseconds resent_rtt{0};
+  };
+  bool ack_valid(const Conn& c, std::uint32_t ack, std::span<const SackBlock> sack) const;
+  void mark_delivered(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack, AckScan& scan);
+  void frame_delivered(Qp& qp, SeqFrame& f, std::chrono::microseconds rtt, Clock::time_point now, AckScan& scan);
+  void advance_una(Qp& qp, std::uint32_t ack);
 
   // rx.cpp
   void network_errors();
   void handle_datagram(NetAddr from, std::span<const std::uint8_t> d);
+  void handle_ack_frame(Qp& qp, const wire::FrameHeader& h, std::span<const std::uint8_t> body);
+  void handle_sequenced(Qp& qp, const wire::FrameHeader& h, std::span<const std::uint8_t> body);
   void stream_advanced(Qp& qp);
   void handle_stream_ctrl(Qp& qp, std::span<const std::uint8_t> body, std::uint32_t seq);
   void peer_closed(Qp& qp);
@@ -241,6 +257,20 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   void cm_timers(Clock::time_point now);
   bool known_req(const ConnRequest* r) const;
   void handle_cm(NetAddr from, const wire::FrameHeader& h, std::span<const std::uint8_t> body);
+  // A CM frame as handle_cm took it apart: who sent it, its frame and CM headers, its private data.
+  struct CmFrame {
+    NetAddr from;
+    const wire::FrameHeader& h;
+    wire::CmHdrWire c;
+    std::span<const std::uint8_t> pd;
+  };
+  Qp* ours(const CmFrame& f);
+  void on_connect_request(const CmFrame& f);
+  bool cookie_echoed(const CmFrame& f);
+  void on_connect_reply(const CmFrame& f);
+  void on_reject(const CmFrame& f);
+  void on_reset(const CmFrame& f);
+  void on_cookie(const CmFrame& f);
 
   Ctx& ctx_;
   netdev::Netdev& nd_;

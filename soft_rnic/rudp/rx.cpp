@@ -80,6 +80,8 @@ void Rudp::network_errors() {
   }
 }
 
+// A datagram of the udp wire: CM frames to handle_cm; the rest only from the peer of a connected
+// QP of ours (or answered by a linger), then an ack frame or a sequenced one.
 void Rudp::handle_datagram(NetAddr from, std::span<const std::uint8_t> d) {
   w::FrameHeader h;
   std::span<const std::uint8_t> body;
@@ -101,36 +103,49 @@ void Rudp::handle_datagram(NetAddr from, std::span<const std::uint8_t> d) {
   // Closed abruptly (a reset repeats): the linger answers (a terminated QP, which has none,
   // still takes the acks of its Terminate).
   if (it->second->cm == CmPhase::closed && answer_lingering(from, h)) return;
-  Qp& qp = *it->second;
-  Conn& c = conn(qp);
   if (h.type == w::FrameType::ack) {
-    std::array<SackBlock, w::kMaxSackBlocks> blocks;
-    const std::size_t nb = w::decode_sack(body, std::span<SackBlock>(blocks));
-    if (nb == w::kSackInvalid || !(h.flags & w::kFlagAckValid)) {
-      ctx_.ctr.rx_bad_frames++;
-      return;
-    }
-    if (!handle_ack(qp, h.ack, {blocks.data(), nb})) return;  // an impossible ack: not the peer's
-    qp.ctr.rx_frames++;
-    if ((h.flags & w::kFlagProbeReply) && c.ka_nonce != 0 && h.seq == c.ka_nonce) {
-      c.ka_nonce = 0;
-      // The answer to our probe acknowledges what the peer had when it answered, which is at
-      // least what it had acknowledged before we probed: less means it never received what
-      // "it" acknowledged (an acknowledgement was forged), and the stream cannot recover.
-      if (seq_lt(h.ack, c.ka_una)) {
-        ctx_.ctr.rx_bad_acks++;
-        start_linger(qp);
-        close_qp(qp, CmEventType::broken,
-                 "the peer acknowledges less than it had acknowledged (a forged acknowledgement?)");
-        return;
-      }
-    }
-    alive(c);
-    if (h.flags & w::kFlagProbe) send_ack(qp, w::kFlagProbeReply, h.seq);
+    handle_ack_frame(*it->second, h, body);
+  } else {
+    handle_sequenced(*it->second, h, body);
+  }
+}
+
+// An ack frame: its SACK blocks, a keepalive probe's answer checked against what the peer had
+// acknowledged before, a probe of the peer's answered.
+void Rudp::handle_ack_frame(Qp& qp, const w::FrameHeader& h, std::span<const std::uint8_t> body) {
+  Conn& c = conn(qp);
+  std::array<SackBlock, w::kMaxSackBlocks> blocks;
+  const std::size_t nb = w::decode_sack(body, std::span<SackBlock>(blocks));
+  if (nb == w::kSackInvalid || !(h.flags & w::kFlagAckValid)) {
+    ctx_.ctr.rx_bad_frames++;
     return;
   }
-  // A sequenced frame must acknowledge something we sent (RFC 5961 section 5): a blind
-  // injector must guess the acknowledgement as well as the sequence number.
+  if (!handle_ack(qp, h.ack, {blocks.data(), nb})) return;  // an impossible ack: not the peer's
+  qp.ctr.rx_frames++;
+  if ((h.flags & w::kFlagProbeReply) && c.ka_nonce != 0 && h.seq == c.ka_nonce) {
+    c.ka_nonce = 0;
+    // The answer to our probe acknowledges what the peer had when it answered, which is at least
+    // what it had acknowledged before we probed: less means it never received what "it"
+    // acknowledged (an acknowledgement was forged), and the stream cannot recover.
+    if (seq_lt(h.ack, c.ka_una)) {
+      ctx_.ctr.rx_bad_acks++;
+      start_linger(qp);
+      close_qp(qp, CmEventType::broken,
+               "the peer acknowledges less than it had acknowledged (a forged acknowledgement?)");
+      return;
+    }
+  }
+  alive(c);
+  if (h.flags & w::kFlagProbe) send_ack(qp, w::kFlagProbeReply, h.seq);
+}
+
+// A sequenced frame (DDP segment or stream control): checked like a TCP segment (RFC 5961), its
+// ack taken, then placed as it arrives, in any order; what must follow the stream's order
+// (receive completions, a graceful close) waits until the cumulative point passes it.
+void Rudp::handle_sequenced(Qp& qp, const w::FrameHeader& h, std::span<const std::uint8_t> body) {
+  Conn& c = conn(qp);
+  // It must acknowledge something we sent (RFC 5961 section 5): a blind injector must guess the
+  // acknowledgement as well as the sequence number.
   if (!(h.flags & w::kFlagAckValid) || !ack_acceptable(c, h.ack)) {
     ctx_.ctr.rx_bad_acks++;
     challenge(qp);
@@ -174,8 +189,6 @@ void Rudp::handle_datagram(NetAddr from, std::span<const std::uint8_t> d) {
     qp.ctr.rx_out_of_order++;
     ctx_.ctr.rx_out_of_order++;
   }
-  // Placement happens as segments arrive, in any order; what must follow the stream's order
-  // (receive completions, a graceful close) waits until the cumulative point passes it.
   if (h.type == w::FrameType::ddp) {
     rdmap_.on_segment(qp, body, pos);
   } else if (h.type == w::FrameType::stream_ctrl) {

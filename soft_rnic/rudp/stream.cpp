@@ -286,56 +286,62 @@ std::chrono::microseconds Rudp::reorder_window(const Conn& c) {
 }
 
 // A QP's timers fired (some may not be due: the queue fires at the earliest deadline it was armed
-// for). Connection set-up and teardown timeouts, keepalive, retransmission.
+// for): the connection's set-up and teardown timeouts or its keepalive, then retransmission.
 void Rudp::on_timer(Qp& qp, Clock::time_point now) {
+  if (qp.cm == CmPhase::connected ? keepalive(qp, now) : cm_timeout(qp, now)) return;
+  retransmit_due(qp, now);
+}
+
+// Connection set-up and teardown: the request or reply sent again, or given up. True when the QP
+// closed.
+bool Rudp::cm_timeout(Qp& qp, Clock::time_point now) {
   Conn& c = conn(qp);
   switch (qp.cm) {
     case CmPhase::connecting:
       if (now >= c.cm_deadline) {
         close_qp(qp, CmEventType::unreachable, "no reply to the connection request");
-        return;
+        return true;
       }
       if (!c.cm_answered && now - c.cm_started >= ctx_.cfg.connect_no_answer) {
         close_qp(
             qp, CmEventType::unreachable,
             "nothing answered the connection request in " + std::to_string(ctx_.cfg.connect_no_answer.count()) + " ms");
-        return;
+        return true;
       }
       if (now >= c.cm_next_tx) {
         send_cm(qp, w::CmOp::connect_request, 0);
         c.cm_next_tx = now + kCmRetry;
       }
-      break;
+      return false;
     case CmPhase::accepting:
       if (now >= c.cm_deadline) {
         close_qp(qp, CmEventType::broken, "the initiator never confirmed the connection");
-        return;
+        return true;
       }
       if (now >= c.cm_next_tx) {
         send_cm(qp, w::CmOp::connect_reply, 0);
         c.cm_next_tx = now + kCmRetry;
       }
-      break;
+      return false;
     case CmPhase::disconnecting:
-      if (now >= c.cm_deadline) {
-        close_qp(qp, CmEventType::disconnected, "disconnect not acknowledged");
-        return;
-      }
-      break;
-    case CmPhase::connected:
-      if (keepalive(qp, now)) return;
-      break;
-    default: break;
+      if (now < c.cm_deadline) return false;
+      close_qp(qp, CmEventType::disconnected, "disconnect not acknowledged");
+      return true;
+    default: return false;
   }
-  // Retransmit only what is neither acknowledged nor selectively acknowledged, and either
-  // (RACK) a frame sent after it was delivered more than a reordering window ago relative to
-  // its own send time, or it has been out longer than the RTO. A frame merely overtaken by
-  // later ones within the reordering window is left alone.
-  // The RTO alone resends one frame, the oldest, as a probe (RFC 8985's RTO recovery, F-RTO's
-  // caution): if the peer had everything and only the acks were late (a stalled host), its
-  // ack covers the whole window and nothing else is resent; if frames were lost, the probe's
-  // delivery marks those sent before it lost (RACK) and they go at once. The rest's timer
-  // restarts at the probe.
+}
+
+// Retransmits only what is neither acknowledged nor selectively acknowledged, and either (RACK) a
+// frame sent after it was delivered more than a reordering window ago relative to its own send
+// time, or it has been out longer than the RTO. A frame merely overtaken by later ones within the
+// reordering window is left alone.
+// The RTO alone resends one frame, the oldest, as a probe (RFC 8985's RTO recovery, F-RTO's
+// caution): if the peer had everything and only the acks were late (a stalled host), its ack
+// covers the whole window and nothing else is resent; if frames were lost, the probe's delivery
+// marks those sent before it lost (RACK) and they go at once. The rest's timer restarts at the
+// probe.
+void Rudp::retransmit_due(Qp& qp, Clock::time_point now) {
+  Conn& c = conn(qp);
   bool timed_out = false, exhausted = false, probed = false, resent = false;
   const auto reo_wnd = reorder_window(c);
   for (SeqFrame& f : c.inflight) {
@@ -501,43 +507,56 @@ void Rudp::delayed_acks(Clock::time_point now) {
 // the peer is probed, and its answer tells (handle_datagram).
 bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack) {
   Conn& c = conn(qp);
-  if (seq_lt(c.snd_nxt, ack)) {
+  if (!ack_valid(c, ack, sack)) {
     ctx_.ctr.rx_bad_acks++;
     return false;
   }
-  for (const SackBlock& b : sack) {
-    if (!seq_lt(ack, b.start) || seq_lt(c.snd_nxt, b.end)) {
-      ctx_.ctr.rx_bad_acks++;
-      return false;
-    }
-  }
   if (seq_lt(ack, c.snd_una)) {
-    if (!seq_le(c.snd_una - kMaxAckLag, ack)) {
-      ctx_.ctr.rx_bad_acks++;
-      return false;
-    }
+    // An old ack, within the lag allowed: the peer is alive (keepalive checks soon).
     if (qp.cm == CmPhase::connected && ctx_.cfg.keepalive_idle.count() > 0) {
       c.ka_soon = true;
       timers_.arm(qp.qpn, c.ka_next);
     }
     return true;
   }
+  AckScan scan;
+  mark_delivered(qp, ack, sack, scan);
+  if (!scan.covers_original && scan.resent_sent > c.rack_sent) {
+    c.rack_sent = scan.resent_sent;
+    c.rack_rtt = scan.resent_rtt;
+  }
+  if (scan.slowest.count() >= 0) rtt_sample(c, scan.slowest);
+  // Selective acks tell of holes: RACK may now count frames before them lost, sooner than the RTO.
+  if (!sack.empty()) rearm(qp);
+  if (!seq_lt(c.snd_una, ack)) {  // no new cumulative progress
+    if (scan.newly_sacked) {      // but the window (and the budget) opened
+      budget_.track(c.budget_charged, in_flight_charge(c));
+      pump_waiters();
+      pump_tx(qp);
+    }
+    return true;
+  }
+  advance_una(qp, ack);
+  return true;
+}
+
+// An ack for nothing we sent, or SACK blocks outside (ack, snd_nxt], or older than the lag allowed.
+bool Rudp::ack_valid(const Conn& c, std::uint32_t ack, std::span<const SackBlock> sack) const {
+  if (seq_lt(c.snd_nxt, ack)) return false;
+  for (const SackBlock& b : sack)
+    if (!seq_lt(ack, b.start) || seq_lt(c.snd_nxt, b.end)) return false;
+  return !seq_lt(ack, c.snd_una) || seq_le(c.snd_una - kMaxAckLag, ack);
+}
+
+// Marks the frames this ack newly covers delivered, each with what its round trip tells (scan).
+// The frames in flight hold consecutive sequence numbers from the front's, so those this ack
+// covers are found by offset (the cumulative part, then the SACK blocks in ascending order), not
+// by a walk of the whole window for every ack.
+void Rudp::mark_delivered(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack, AckScan& scan) {
+  Conn& c = conn(qp);
   // The time of this receive round (read when the netdev returned its frames): round trips are
   // sampled for timers of millisecond granularity, and a clock read per frame costs.
   const auto now = ctx_.rx_now;
-  // One RTT sample per acknowledgement: the slowest frame it newly covers that was sent once
-  // (Karn). Taking the slowest, not the newest, lets a frame held back by reordering raise
-  // RTTVAR, so reordering alone does not make the RTO fire.
-  std::chrono::microseconds slowest{-1};
-  // RACK from a resent frame only when this ack covers no frame sent once: an ack that also
-  // covers originals may well be for the resent frame's original too (acks held up past the
-  // RTO), and taking the resend's time would mark everything sent before it lost.
-  bool covers_original = false, newly_sacked = false;
-  Clock::time_point resent_sent{};
-  std::chrono::microseconds resent_rtt{0};
-  // The frames in flight hold consecutive sequence numbers from the front's, so those this ack
-  // covers are found by offset (the cumulative part, then the SACK blocks in ascending order, as
-  // the checks below want them), not by a walk of the whole window for every ack.
   const std::size_t n = c.inflight.size();
   const std::uint32_t base = n ? c.inflight.front().seq : ack;
   const auto offset = [&](std::uint32_t s) -> std::size_t {
@@ -556,71 +575,70 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
       if (f.sacked) continue;
       // (a frame another thread sent after `now` was read, acknowledged within the round: 0)
       const auto rtt = std::chrono::duration_cast<std::chrono::microseconds>(std::max(now - f.sent, Clock::duration{}));
-      if (!f.retransmitted) slowest = std::max(slowest, rtt);
-      // Eifel-style check: acknowledged sooner after its retransmission than any round trip
-      // takes, so the original arrived and the retransmission was spurious: widen the
-      // reordering window (RFC 8985 adapts it likewise).
-      // (Once per round trip: the spurious resends of one recovery count once.)
-      if (f.retransmitted && c.min_rtt.count() > 0 && rtt * 4 < c.min_rtt * 3) {
-        qp.ctr.spurious_retransmits++;
-        if (now - c.reo_raised >= std::chrono::microseconds(static_cast<std::int64_t>(c.srtt_us))) {
-          c.reo_raised = now;
-          c.reo_mult = std::min(c.reo_mult + 1, kMaxReoMult);
-        }
-        c.reo_persist = kReoPersist;
-      }
-      // Reordering seen: an original frame delivered after one sent behind it. Had it been later
-      // than the window allows, RACK would have resent it for nothing: the window learns how
-      // late it came, with a quarter to spare (RFC 8985 step 3's spirit; kept kReoPersist
-      // recoveries).
-      if (!f.retransmitted && c.delivered_any && seq_lt(f.seq, c.high_delivered) && rtt > c.rack_rtt) {
-        const auto late = rtt - c.rack_rtt;
-        c.reo_learned = std::max(c.reo_learned, late + late / 4);
-        c.reo_persist = kReoPersist;
-      }
-      if (!c.delivered_any || seq_lt(c.high_delivered, f.seq)) {
-        c.high_delivered = f.seq;
-        c.delivered_any = true;
-      }
-      // RACK: the latest send time known delivered, and that frame's round trip.
-      if (!f.retransmitted) {
-        covers_original = true;
-        if (f.sent > c.rack_sent) {
-          c.rack_sent = f.sent;
-          c.rack_rtt = rtt;
-        }
-      } else if (f.sent > resent_sent && (rtt * 4 >= c.min_rtt * 3 || f.sent == c.rto_probe)) {
-        // The retransmission's delivery, not the original's: the complement of the Eifel check
-        // above, or the RTO's probe (its original went a whole RTO of silence ago). With
-        // rtt >= min_rtt alone, a probe answered a few microseconds faster than the fastest
-        // sample marked nothing lost, and each frame behind it waited an RTO of its own.
-        resent_sent = f.sent;
-        resent_rtt = rtt;
-      }
-      f.sacked = true;
-      c.sacked_frames++;
-      c.sacked_bytes += f.len;
-      newly_sacked = true;
+      frame_delivered(qp, f, rtt, now, scan);
     }
     cursor = std::max(cursor, ranges[r].second);
   }
-  if (!covers_original && resent_sent > c.rack_sent) {
-    c.rack_sent = resent_sent;
-    c.rack_rtt = resent_rtt;
-  }
-  if (slowest.count() >= 0) rtt_sample(c, slowest);
-  // Selective acks tell of holes: RACK may now count frames before them lost, sooner than the RTO.
-  if (!sack.empty()) rearm(qp);
-  if (!seq_lt(c.snd_una, ack)) {  // no new cumulative progress
-    if (newly_sacked) {           // but the window (and the budget) opened
-      budget_.track(c.budget_charged, in_flight_charge(c));
-      pump_waiters();
-      pump_tx(qp);
+}
+
+// One frame newly delivered after `rtt`. One RTT sample per acknowledgement: the slowest frame it
+// newly covers that was sent once (Karn); the slowest, not the newest, lets a frame held back by
+// reordering raise RTTVAR, so reordering alone does not make the RTO fire. RACK from a resent
+// frame only when the ack covers no frame sent once: an ack that also covers originals may well
+// be for the resent frame's original too (acks held up past the RTO), and taking the resend's
+// time would mark everything sent before it lost.
+void Rudp::frame_delivered(Qp& qp, SeqFrame& f, std::chrono::microseconds rtt, Clock::time_point now, AckScan& scan) {
+  Conn& c = conn(qp);
+  if (!f.retransmitted) scan.slowest = std::max(scan.slowest, rtt);
+  // Eifel-style check: acknowledged sooner after its retransmission than any round trip takes, so
+  // the original arrived and the retransmission was spurious: widen the reordering window (RFC
+  // 8985 adapts it likewise), once per round trip (the spurious resends of one recovery count once).
+  if (f.retransmitted && c.min_rtt.count() > 0 && rtt * 4 < c.min_rtt * 3) {
+    qp.ctr.spurious_retransmits++;
+    if (now - c.reo_raised >= std::chrono::microseconds(static_cast<std::int64_t>(c.srtt_us))) {
+      c.reo_raised = now;
+      c.reo_mult = std::min(c.reo_mult + 1, kMaxReoMult);
     }
-    return true;
+    c.reo_persist = kReoPersist;
   }
+  // Reordering seen: an original frame delivered after one sent behind it. Had it been later than
+  // the window allows, RACK would have resent it for nothing: the window learns how late it came,
+  // with a quarter to spare (RFC 8985 step 3's spirit; kept kReoPersist recoveries).
+  if (!f.retransmitted && c.delivered_any && seq_lt(f.seq, c.high_delivered) && rtt > c.rack_rtt) {
+    const auto late = rtt - c.rack_rtt;
+    c.reo_learned = std::max(c.reo_learned, late + late / 4);
+    c.reo_persist = kReoPersist;
+  }
+  if (!c.delivered_any || seq_lt(c.high_delivered, f.seq)) {
+    c.high_delivered = f.seq;
+    c.delivered_any = true;
+  }
+  // RACK: the latest send time known delivered, and that frame's round trip.
+  if (!f.retransmitted) {
+    scan.covers_original = true;
+    if (f.sent > c.rack_sent) {
+      c.rack_sent = f.sent;
+      c.rack_rtt = rtt;
+    }
+  } else if (f.sent > scan.resent_sent && (rtt * 4 >= c.min_rtt * 3 || f.sent == c.rto_probe)) {
+    // The retransmission's delivery, not the original's: the complement of the Eifel check above,
+    // or the RTO's probe (its original went a whole RTO of silence ago; a probe answered a little
+    // faster than the fastest sample must still mark what was sent before it lost).
+    scan.resent_sent = f.sent;
+    scan.resent_rtt = rtt;
+  }
+  f.sacked = true;
+  c.sacked_frames++;
+  c.sacked_bytes += f.len;
+  scan.newly_sacked = true;
+}
+
+// Cumulative progress to `ack`: the frames below it leave, the send queue completes, a close or a
+// Terminate waiting for it ends, and the window opens.
+void Rudp::advance_una(Qp& qp, std::uint32_t ack) {
+  Conn& c = conn(qp);
   while (!c.inflight.empty() && seq_lt(c.inflight.front().seq, ack)) {
-    // (every frame below the ack was marked sacked above)
+    // (every frame below the ack was marked sacked by mark_delivered)
     c.inflight_bytes -= c.inflight.front().len;
     c.sacked_bytes -= c.inflight.front().len;
     c.sacked_frames--;
@@ -632,15 +650,14 @@ bool Rudp::handle_ack(Qp& qp, std::uint32_t ack, std::span<const SackBlock> sack
   rdmap_.acked(qp);  // (its completions send the batch first: push_wc, drain_tx)
   if (qp.cm == CmPhase::disconnecting && qp.state == QpState::closing && seq_le(c.disc_seq, ack)) {
     close_qp(qp, CmEventType::disconnected, "");
-    return true;
+    return;
   }
   if (qp.state == QpState::terminate && c.inflight.empty() && c.backlog.empty()) {
     qp.state = QpState::error;
-    return true;
+    return;
   }
   pump_waiters();  // before this QP's own backlog: it queues behind them
   pump_tx(qp);
-  return true;
 }
 
 }  // namespace softrnic::rudp

@@ -88,26 +88,27 @@ class Channel final : public CompletionChannel {
 
 class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceLock::Drain {
  public:
-  DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd) : ctx_(cfg, Limits{}), dnd_(std::move(nd)) {
+  DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd)
+      : ctx_(cfg, Limits{}), datagram_netdev_(std::move(nd)) {
     if (sodium_init() < 0) std::abort();  // no randomness source: nothing here can be made safe
     if (cfg.wire == Wire::roce) {
       // A CM REQ carries 92 bytes of private data, 36 of them rdma_cm's header.
       ctx_.limits.max_private_data = 56;
-      auto r = std::make_unique<roce::Roce>(ctx_, *dnd_);
+      auto r = std::make_unique<roce::Roce>(ctx_, *datagram_netdev_);
       roce_ = r.get();
-      start(std::move(r), *dnd_);
+      start(std::move(r), *datagram_netdev_);
       return;
     }
     ctx_.cfg.wire = Wire::udp;
-    start(std::make_unique<rudp::Rudp>(ctx_, *dnd_), *dnd_);
+    start(std::make_unique<rudp::Rudp>(ctx_, *datagram_netdev_), *datagram_netdev_);
   }
 
   DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::StreamNetdev> nd)
-      : ctx_(cfg, Limits{}), snd_(std::move(nd)) {
+      : ctx_(cfg, Limits{}), stream_netdev_(std::move(nd)) {
     if (sodium_init() < 0) std::abort();
     ctx_.cfg.wire = Wire::tcp;
     const mpa::Settings s{cfg.mpa.revision, cfg.mpa.crc, cfg.mpa.markers, cfg.mpa.peer_to_peer};
-    start(std::make_unique<mpa::Mpa>(ctx_, *snd_, s), *snd_);
+    start(std::make_unique<mpa::Mpa>(ctx_, *stream_netdev_, s), *stream_netdev_);
   }
 
   ~DeviceImpl() override {
@@ -137,13 +138,15 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
     for (Pd* pd : pd_set_) delete pd;
   }
 
-  NetAddr address() const override { return dnd_ ? dnd_->local_addr() : NetAddr{snd_->local_ip(), 0}; }
+  NetAddr address() const override {
+    return datagram_netdev_ ? datagram_netdev_->local_addr() : NetAddr{stream_netdev_->local_ip(), 0};
+  }
   Wire wire() const override { return ctx_.cfg.wire; }
   const Limits& limits() const override { return ctx_.limits; }
   DeviceCounters counters() const override {
     std::lock_guard lk(mu_);
     DeviceCounters c = ctx_.ctr;
-    const auto s = dnd_ ? dnd_->stats() : snd_->stats();
+    const auto s = datagram_netdev_ ? datagram_netdev_->stats() : stream_netdev_->stats();
     c.tx_frames = s.tx_frames;
     c.rx_frames = s.rx_frames;
     return c;
@@ -252,7 +255,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
       if (cq->spill.empty()) cq->spilled.store(false, std::memory_order_release);
     }
     // (A consumer that took several completions at once is likely to post several: doorbell())
-    took_several_.store(n > 1 || !cq_empty(cq), std::memory_order_relaxed);
+    polled_several_.store(n > 1 || !cq_empty(cq), std::memory_order_relaxed);
     idle_posts_.store(0, std::memory_order_relaxed);
     return n;
   }
@@ -589,9 +592,9 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   Status set_recv_watermarks(Qp* qp, std::uint32_t soft, std::uint32_t hard) override {
     std::lock_guard lk(mu_);
     take_posts(*qp);  // (this QP's posts first: device_lock.hpp)
-    qp->soft_hw = soft;
-    qp->hard_hw = hard;
-    qp->soft_hw_armed = soft != kNoWatermark;
+    qp->soft_watermark = soft;
+    qp->hard_watermark = hard;
+    qp->soft_watermark_armed = soft != kNoWatermark;
     check_watermarks(*qp);
     return Status::ok;
   }
@@ -779,18 +782,16 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
     // (A post to a QP with nothing else outstanding, as in a ping-pong, leaves at once: there
     // is nothing to batch it with, and the check of the engine's state reads the clock.)
     // (The udp wire and RoCEv2 defer posts and send a run of frames in one burst (RoCEv2:
-    // sendmmsg on the QP's source port); MPA/TCP writes each post to its stream at once. RoCEv2's
-    // doorbell was off from a36e72f to session 20: its faster client then often disconnected
-    // while its last ACK was lost under impairment, and dtestsrq's server saw its pong end in
-    // "retry count exceeded". A DREQ that finds requests unacknowledged now waits for them
-    // before the DREP (roce/cm.cpp, on_dreq), and the peer acknowledges them meanwhile.)
+    // sendmmsg on the QP's source port); MPA/TCP writes each post to its stream at once. A
+    // RoCEv2 client whose last requests are still unacknowledged when it disconnects relies on
+    // the peer's DREQ handling (roce/cm.cpp, on_dreq) to have them acknowledged first.)
     // A consumer that has just taken several completions (a stream over many QPs reposting on
     // each) is batched even when each QP is idle, but for its first post after that poll: that
-    // one goes at once and keeps the peer busy while the rest are posted (deferring it too cost
-    // a single QP's 64 B stream 13 %).
+    // one goes at once and keeps the peer busy while the rest are posted (deferring it too slows
+    // a single QP's 64 B stream measurably).
     if (ctx_.cfg.batch_posts && ctx_.cfg.wire != Wire::tcp &&
-        (qp.sq.size() > 1 ||
-         (took_several_.load(std::memory_order_relaxed) && idle_posts_.fetch_add(1, std::memory_order_relaxed) > 0)) &&
+        (qp.sq.size() > 1 || (polled_several_.load(std::memory_order_relaxed) &&
+                              idle_posts_.fetch_add(1, std::memory_order_relaxed) > 0)) &&
         engine_->defers_posts()) {
       if (!qp.doorbell) {
         qp.doorbell = true;
@@ -838,10 +839,10 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   }
 
   Ctx ctx_;
-  mutable engine::DeviceLock mu_;              // takes posts in (take_posts) when taken and let go
-  std::atomic<Qp*> queued_{nullptr};           // QPs with posts to take in: a stack linked by Qp::next_queued
-  std::unique_ptr<netdev::Netdev> dnd_;        // the datagram netdev (wire udp), or
-  std::unique_ptr<netdev::StreamNetdev> snd_;  // the stream netdev (wire tcp)
+  mutable engine::DeviceLock mu_;                        // takes posts in (take_posts) when taken and let go
+  std::atomic<Qp*> queued_{nullptr};                     // QPs with posts to take in: a stack linked by Qp::next_queued
+  std::unique_ptr<netdev::Netdev> datagram_netdev_;      // the datagram netdev (wire udp), or
+  std::unique_ptr<netdev::StreamNetdev> stream_netdev_;  // the stream netdev (wire tcp)
   std::unique_ptr<Transport> transport_;
   roce::Roce* roce_ = nullptr;            // transport_, when the wire is RoCEv2
   engine::Pollable* pollable_ = nullptr;  // the transport's round (poll() rings the doorbell, then runs it)
@@ -851,7 +852,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   static constexpr std::size_t kPostRing = 64;  // the most posts a QP's ring holds before they are taken in
   std::vector<Qp*> doorbell_;                   // QPs whose posts wait for the doorbell
   // The last poll_cq that took anything took (or left) more than one; posts to idle QPs since.
-  std::atomic<bool> took_several_{false};
+  std::atomic<bool> polled_several_{false};
   std::atomic<std::uint32_t> idle_posts_{0};
   std::uint32_t doorbell_posts_ = 0;
   std::uint32_t next_pd_ = 1;

@@ -14,6 +14,7 @@
 
 #include "harness.hpp"
 #include "roce_pair.hpp"
+#include "roce_tap.hpp"
 #include "softrnic/rnic.hpp"
 #include "softrnic/wire/ib_cm.hpp"
 #include "softrnic/wire/roce.hpp"
@@ -25,113 +26,12 @@ using softrnic::testing::poll_one;
 using softrnic::testing::RoceCm;
 using softrnic::testing::RocePair;
 using softrnic::testing::RoceSide;
+using softrnic::testing::RoceTap;
+using softrnic::testing::tap;
 namespace w = softrnic::wire::roce;
 namespace cm = softrnic::wire::ibcm;
 
 namespace {
-
-// A netdev that records the CM messages its device sends, injects datagrams from any source into
-// its device's receive path, and can freeze (a stopped process: nothing leaves, what arrives
-// waits) or die (nothing leaves, nothing arrives).
-class CmTap final : public softrnic::testing::ForwardingNetdev {
- public:
-  struct Mad {
-    netdev::NetAddr to;
-    cm::MadHdr h;
-    cm::Message m;
-  };
-  using ForwardingNetdev::ForwardingNetdev;
-
-  std::size_t tx_burst(std::span<const netdev::TxFrame> frames) override {
-    for (const auto& f : frames) record(f);
-    if (frozen || dead) return frames.size();
-    return inner_->tx_burst(frames);
-  }
-  std::size_t rx_burst(std::span<netdev::RxFrame> out) override {
-    if (dead) {
-      inner_->rx_burst(out);
-      return 0;
-    }
-    if (frozen) return 0;
-    std::size_t n = 0;
-    {
-      std::lock_guard lk(mu_);
-      for (; n < out.size() && !injected_.empty(); ++n) {
-        auto& [from, d] = injected_.front();
-        std::memcpy(out[n].buf, d.data(), d.size());
-        out[n].len = d.size();
-        out[n].data = nullptr;
-        out[n].from = from;
-        injected_.erase(injected_.begin());
-      }
-    }
-    return n + inner_->rx_burst(out.subspan(n));
-  }
-  void wait_rx(std::chrono::microseconds t) override {
-    if (frozen) {
-      std::this_thread::sleep_for(std::min<std::chrono::microseconds>(t, 1ms));
-      return;
-    }
-    inner_->wait_rx(t);
-  }
-
-  // A CM message as its sender builds it: a UD Send to QP1 with its ICRC.
-  void inject(netdev::NetAddr from, const cm::Message& m, std::uint64_t tid) {
-    std::array<std::uint8_t, cm::kMadLen> mad{};
-    ASSERT_EQ(cm::build(m, tid, mad), cm::kMadLen);
-    w::Packet p;
-    p.opcode = w::Opcode::ud_send_only;
-    p.dest_qpn = w::kGsiQpn;
-    p.qkey = w::kGsiQkey;
-    p.src_qpn = w::kGsiQpn;
-    std::array<std::uint8_t, w::kMaxHeaderLen> hdr{};
-    const std::size_t hl = w::build_headers(p, mad.size(), hdr);
-    std::vector<std::uint8_t> d(hdr.begin(), hdr.begin() + static_cast<std::ptrdiff_t>(hl));
-    d.insert(d.end(), mad.begin(), mad.end());
-    const std::span<const std::uint8_t> pieces[] = {d};
-    const std::uint32_t crc = w::icrc(w::IcrcAddr{from.ip, local_addr().ip, from.port, local_addr().port}, pieces);
-    for (int i = 0; i < 4; ++i) d.push_back(static_cast<std::uint8_t>(crc >> (8 * i)));
-    {
-      std::lock_guard lk(mu_);
-      injected_.emplace_back(from, std::move(d));
-    }
-    inner_->wake();
-  }
-  template <class M>
-  std::optional<std::pair<cm::MadHdr, M>> sent() const {
-    std::lock_guard lk(mu_);
-    for (auto it = mads_.rbegin(); it != mads_.rend(); ++it)
-      if (const M* m = std::get_if<M>(&it->m)) return std::pair{it->h, *m};
-    return std::nullopt;
-  }
-
-  std::atomic<bool> frozen{false}, dead{false};
-
- private:
-  void record(const netdev::TxFrame& f) {
-    std::vector<std::uint8_t> b;
-    for (auto part : {f.head, f.body, f.tail}) b.insert(b.end(), part.begin(), part.end());
-    w::Packet p;
-    if (w::parse(b, p) != w::ParseError::ok || p.dest_qpn != w::kGsiQpn || p.payload.size() < cm::kMadLen) return;
-    Mad mad{f.to, {}, {}};
-    if (cm::parse(p.payload.first(cm::kMadLen), mad.h, mad.m) != cm::CmError::ok) return;
-    std::lock_guard lk(mu_);
-    mads_.push_back(mad);
-  }
-
-  mutable std::mutex mu_;
-  std::vector<Mad> mads_;
-  std::vector<std::pair<netdev::NetAddr, std::vector<std::uint8_t>>> injected_;
-};
-
-// `side`, opened after this, sends and receives through a CmTap; `tap` is set to it then.
-void tap(RoceSide& side, CmTap*& tap) {
-  side.wrap = [&tap](std::unique_ptr<netdev::Netdev> nd) {
-    auto t = std::make_unique<CmTap>(std::move(nd));
-    tap = t.get();
-    return t;
-  };
-}
 
 // One Send each way, every byte checked: the connection still works.
 void exchange(RoceSide& a, RoceSide& b, std::uint32_t seed) {
@@ -154,8 +54,8 @@ void exchange(RoceSide& a, RoceSide& b, std::uint32_t seed) {
 }
 
 struct RoceCmAttack : RoceCm {
-  CmTap* ta = nullptr;
-  CmTap* tb = nullptr;
+  RoceTap* ta = nullptr;
+  RoceTap* tb = nullptr;
   cm::MadHdr req_h;  // a's REQ: a's comm ID, the connection's transaction
   cm::Req req;
   cm::Rep rep;  // b's REP: b's comm ID
@@ -247,7 +147,7 @@ TEST_F(RoceCmAttack, ForgedCmMessagesLeaveAnEstablishedConnectionAlone) {
 // the 69 s it asks for.
 TEST(RoceCmConnecting, ForgedRejAndMraFromElsewhereDoNotStopTheConnect) {
   RoceSide a, b;
-  CmTap* ta = nullptr;
+  RoceTap* ta = nullptr;
   tap(a, ta);
   a.open(RocePair::next_ip());
   b.open(RocePair::next_ip());
@@ -286,7 +186,7 @@ TEST(RoceCmConnecting, ForgedRejAndMraFromElsewhereDoNotStopTheConnect) {
 // so a peer stopped for 3 s (nothing leaves it, what comes waits) costs retransmissions, not the
 // connection, with requests in flight both ways.
 TEST_F(RocePair, APeerStoppedForThreeSecondsIsWaitedFor) {
-  CmTap* tb = nullptr;
+  RoceTap* tb = nullptr;
   tap(b, tb);
   open();
   connect();
@@ -323,7 +223,7 @@ TEST_F(RocePair, APeerStoppedForThreeSecondsIsWaitedFor) {
 
 // ... while a consumer that sets the ACK timeout gets exactly what it set: 4 ms, 3 retries, fixed.
 TEST_F(RocePair, AnAckTimeoutTheConsumerSetIsKeptExactly) {
-  CmTap* tb = nullptr;
+  RoceTap* tb = nullptr;
   tap(b, tb);
   RoceConfig rc;
   rc.timeout = 10;  // 4.2 ms
@@ -346,7 +246,7 @@ TEST_F(RocePair, AnAckTimeoutTheConsumerSetIsKeptExactly) {
 // again, which every RC responder acknowledges again); keepalive_probes unanswered break it. A
 // live, idle peer answers every probe and the connection stays.
 TEST_F(RoceCm, ADeadIdlePeerIsNoticedByKeepalive) {
-  CmTap* tb = nullptr;
+  RoceTap* tb = nullptr;
   tap(b, tb);
   // Probes every 200 ms, 5 unanswered break it: a live peer has a second to answer (a loaded CI
   // host stalls a thread for a while), a dead one is found within 300 ms + 5 intervals.

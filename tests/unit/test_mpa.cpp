@@ -376,9 +376,11 @@ TEST(MpaFpdu, KatPyKnownAnswer) {
   Bytes out(64);
   ASSERT_EQ(encode_mpa_fpdu(out, {ulpdu.first(18), ulpdu.subspan(18)}, true), 40u);
   EXPECT_EQ(Bytes(out.begin(), out.begin() + 40), fpdu);
-  // The trailer alone, from {length + DDP header, payload}.
-  const MpaTrailer t = mpa_trailer({std::span(fpdu).first(20), std::span(fpdu).subspan(20, 16)}, true);
-  EXPECT_EQ(Bytes(t.span().begin(), t.span().end()), hex("54a700e5"));
+  // Framed in place, as the transport does: the ULPDU gathered at offset 2, the rest written.
+  Bytes in_place(40, 0xEE);
+  std::copy(ulpdu.begin(), ulpdu.end(), in_place.begin() + 2);
+  ASSERT_EQ(frame_mpa_fpdu(in_place, ulpdu.size(), true), 40u);
+  EXPECT_EQ(in_place, fpdu);
   EXPECT_EQ(le32(fpdu.data() + 36), crc32c(std::span(fpdu).first(36)));
 }
 
@@ -390,13 +392,16 @@ TEST(MpaFpdu, PadKnownAnswer) {
           "00"
           "a766d9ff");
   EXPECT_EQ(fpdu_of(ulpdu, true), want);
-  Bytes lenf(2);
-  encode_mpa_len(lenf, ulpdu.size());
-  const MpaTrailer t = mpa_trailer({lenf, std::span(ulpdu).first(14), std::span(ulpdu).subspan(14)}, true);
-  EXPECT_EQ(Bytes(t.span().begin(), t.span().end()), hex("00a766d9ff"));
+  // Framed in place over a buffer whose pad and CRC bytes held something else: the pad is zeroed.
+  Bytes in_place(want.size(), 0xEE);
+  std::copy(ulpdu.begin(), ulpdu.end(), in_place.begin() + 2);
+  ASSERT_EQ(frame_mpa_fpdu(in_place, ulpdu.size(), true), want.size());
+  EXPECT_EQ(in_place, want);
   // Without CRC: zero pad, zero CRC field (as siw sends it).
-  const MpaTrailer z = mpa_trailer({lenf, ulpdu}, false);
-  EXPECT_EQ(Bytes(z.span().begin(), z.span().end()), hex("0000000000"));
+  std::fill(in_place.begin() + 2 + static_cast<std::ptrdiff_t>(ulpdu.size()), in_place.end(), 0xEE);
+  ASSERT_EQ(frame_mpa_fpdu(in_place, ulpdu.size(), false), want.size());
+  EXPECT_EQ(Bytes(in_place.end() - 5, in_place.end()), hex("0000000000"));
+  EXPECT_EQ(frame_mpa_fpdu(std::span(in_place).first(want.size() - 1), ulpdu.size(), true), 0u);
   Bytes nocrc = want;
   std::fill(nocrc.end() - 4, nocrc.end(), 0);
   EXPECT_EQ(fpdu_of(ulpdu, false), nocrc);

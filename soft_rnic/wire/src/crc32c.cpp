@@ -16,13 +16,12 @@ namespace {
 // called inline, beats ISA-L's call and dispatch: a frame header or a small message costs a
 // dozen instructions instead of ~80.
 constexpr std::size_t kInlineMax = 256;
-// Up to this many, ISA-L's SSE4.2 + PCLMULQDQ code (crc32_iscsi_01, ~30 GB/s); beyond, its
-// dispatcher, which picks the AVX-512 code on CPUs that have it (~85 GB/s). The AVX-512 code costs
-// far more than its time where it runs now and then: on Intel the 512-bit units power up and the
-// core's frequency drops around it, and a ping-pong of 256 B to 4 KiB messages paid about 1 us per
-// round trip for it. Frames beyond 8 KiB (jumbo frames, 64 KiB datagrams) come in streams, which
-// keep the units busy and gain from them: a memif stream of 9000-byte frames made 4.4 GB/s with
-// them on the SSE code, 5.1 with them on the AVX-512 code (docs/performance.md, session 20).
+// Up to this many, ISA-L's SSE4.2 + PCLMULQDQ code (crc32_iscsi_01); beyond, its dispatcher,
+// which picks the AVX-512 code on CPUs that have it. The AVX-512 code costs far more than its time
+// where it runs now and then (on Intel the 512-bit units power up and the core's frequency drops
+// around it: a ping-pong of 256 B to 4 KiB messages pays for it on every round trip), while frames
+// beyond 8 KiB (jumbo frames, 64 KiB datagrams) come in streams, which keep the units busy and
+// gain from them (docs/performance.md has the figures).
 constexpr std::size_t kNoAvx512Max = 8192;
 
 #if defined(__x86_64__)

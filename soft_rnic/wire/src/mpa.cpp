@@ -152,40 +152,29 @@ std::size_t encode_mpa_len(std::span<std::uint8_t> out, std::size_t ulpdu_len) {
   return kMpaLenFieldLen;
 }
 
-MpaTrailer mpa_trailer(std::span<const std::span<const std::uint8_t>> pieces, bool crc) {
-  Crc32c c;
-  std::size_t total = 0;
-  for (const auto& s : pieces) {
-    total += s.size();
-    if (crc) c.update(s);
-  }
-  MpaTrailer t;
-  const std::size_t pad = (0 - total) & 3;  // total = 2 + ULPDU length
-  t.len = pad + kMpaCrcLen;
-  if (crc) {
-    c.update(std::span(t.bytes.data(), pad));
-    put_le32(t.bytes.data() + pad, c.value());
-  }
-  return t;
+std::size_t frame_mpa_fpdu(std::span<std::uint8_t> fpdu, std::size_t ulpdu_len, bool crc) {
+  if (ulpdu_len > kMpaMaxUlpdu) return 0;
+  const std::size_t n = mpa_fpdu_len(ulpdu_len);
+  if (fpdu.size() < n) return 0;
+  encode_mpa_len(fpdu, ulpdu_len);
+  const std::size_t body = n - kMpaCrcLen;
+  const std::size_t end = kMpaLenFieldLen + ulpdu_len;
+  std::memset(fpdu.data() + end, 0, body - end);
+  put_le32(fpdu.data() + body, crc ? crc32c(fpdu.first(body)) : 0);
+  return n;
 }
 
 std::size_t encode_mpa_fpdu(std::span<std::uint8_t> out, std::span<const std::span<const std::uint8_t>> ulpdu,
                             bool crc) {
   std::size_t len = 0;
   for (const auto& s : ulpdu) len += s.size();
-  if (len > kMpaMaxUlpdu) return 0;
-  const std::size_t n = mpa_fpdu_len(len);
-  if (out.size() < n) return 0;
-  encode_mpa_len(out, len);
+  if (len > kMpaMaxUlpdu || out.size() < mpa_fpdu_len(len)) return 0;
   std::size_t o = kMpaLenFieldLen;
   for (const auto& s : ulpdu) {
     if (!s.empty()) std::memcpy(out.data() + o, s.data(), s.size());
     o += s.size();
   }
-  const std::size_t body = n - kMpaCrcLen;
-  std::memset(out.data() + o, 0, body - o);
-  put_le32(out.data() + body, crc ? crc32c(out.first(body)) : 0);
-  return n;
+  return frame_mpa_fpdu(out, len, crc);
 }
 
 std::size_t mpa_marked_len(std::uint64_t pos, std::size_t fpdu_len) {

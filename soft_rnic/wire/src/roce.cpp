@@ -80,7 +80,7 @@ const bool kHavePclmul = (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2")
 // CRC-32 (zlib's) continued over n bytes at p. A packet is at most 4 KiB and some headers: ISA-L's
 // SSE + PCLMULQDQ code, not the AVX-512 code its dispatcher picks where the CPU has it, which costs
 // more than it saves on packets sent now and then (the 512-bit units' wake-up and the core's
-// frequency drop: crc32c.cpp, docs/performance.md, session 20).
+// frequency drop: crc32c.cpp, docs/performance.md).
 std::uint32_t crc_update(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
 #if defined(__x86_64__)
   if (kHavePclmul) return crc32_gzip_refl_by8(crc, p, n);

@@ -138,21 +138,13 @@ static_assert(mpa_fpdu_len(34) == 40 && mpa_fpdu_len(17) == 24 && mpa_pad(14) ==
 // is too small or ulpdu_len is above kMpaMaxUlpdu.
 std::size_t encode_mpa_len(std::span<std::uint8_t> out, std::size_t ulpdu_len);
 
-// An FPDU's trailer: the pad (zeros) and the CRC field.
-struct MpaTrailer {
-  std::array<std::uint8_t, 3 + kMpaCrcLen> bytes{};
-  std::size_t len = 0;
-  std::span<const std::uint8_t> span() const { return {bytes.data(), len}; }
-};
-
-// The trailer of the FPDU whose bytes from ULPDU_Length to the end of the ULPDU are the
-// concatenation of `pieces` (typically {length field + DDP header, payload}): read once, not
-// copied. The CRC field is the little-endian image of CRC32c over the pieces and the pad, or zero
-// without `crc`.
-MpaTrailer mpa_trailer(std::span<const std::span<const std::uint8_t>> pieces, bool crc);
-inline MpaTrailer mpa_trailer(std::initializer_list<std::span<const std::uint8_t>> pieces, bool crc) {
-  return mpa_trailer(std::span(pieces.begin(), pieces.size()), crc);
-}
+// Frames in place the marker-free FPDU whose ULPDU (`ulpdu_len` bytes) is already at
+// fpdu[2..]: writes ULPDU_Length, the pad (zeros) and the CRC field, the little-endian image of
+// CRC32c over everything before it (zero without `crc`). The one FPDU framer: the MPA/TCP
+// transport gathers a ULPDU into its buffer and frames it here, encode_mpa_fpdu copies and frames.
+// Returns mpa_fpdu_len(ulpdu_len), or 0 when `fpdu` is too small or the ULPDU longer than
+// kMpaMaxUlpdu.
+std::size_t frame_mpa_fpdu(std::span<std::uint8_t> fpdu, std::size_t ulpdu_len, bool crc);
 
 // Writes a whole marker-free FPDU whose ULPDU is the concatenation of `ulpdu` into `out`; returns
 // mpa_fpdu_len(ULPDU length), or 0 when `out` is too small or the ULPDU longer than kMpaMaxUlpdu.
