@@ -55,6 +55,7 @@ DAT_RETURN to_dat(Status s, StatusDetail d) {
     case Status::insufficient_resources: return err(DAT_INSUFFICIENT_RESOURCES, d.resource);
     case Status::protection_violation: return err(DAT_PROTECTION_VIOLATION, d.protection);
     case Status::length_error: return err(DAT_LENGTH_ERROR);
+    case Status::privileges_violation: return err(DAT_PRIVILEGES_VIOLATION);
   }
   return err(DAT_INTERNAL_ERROR);
 }

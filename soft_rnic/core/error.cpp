@@ -88,6 +88,18 @@ Error tagged_error(MrCheck c) {
   return Error::access_violation;
 }
 
+Status local_status(MrCheck c) {
+  switch (c) {
+    case MrCheck::pd_mismatch: return Status::protection_violation;
+    case MrCheck::out_of_bounds: return Status::invalid_param;
+    case MrCheck::invalid_stag:
+    case MrCheck::key_mismatch:
+    case MrCheck::access_denied:
+    case MrCheck::ok: break;
+  }
+  return Status::privileges_violation;
+}
+
 Error decode_error(w::DecodeError e) {
   switch (e) {
     case w::DecodeError::bad_ddp_version: return Error::ddp_version;

@@ -52,6 +52,12 @@ std::uint8_t nak_syndrome(Error e);
 // A tagged access that failed its check (MrCheck::ok is not an error: do not call it with that).
 Error tagged_error(MrCheck c);
 
+// What a post answers for a segment of its own memory that failed its check, as the uDAPL pages
+// class it (dat_srq_post_recv, dat_ep_post_*): a region that is not there or lacks the privilege,
+// a privileges violation; another protection zone's, a protection violation; a segment outside
+// its region, an invalid parameter.
+Status local_status(MrCheck c);
+
 // A DDP/RDMAP header that does not decode (DecodeError::none is not an error).
 Error decode_error(wire::DecodeError e);
 

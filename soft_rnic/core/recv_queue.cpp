@@ -11,8 +11,8 @@ Status make_recv(Ctx& ctx, Pd* pd, const RecvWr& wr, RecvWqe& r) {
   r.wr_id = wr.wr_id;
   for (const Sge& g : wr.sgl) {
     if (g.length == 0) continue;
-    if (ctx.mrs.check(g.lkey, pd, g.addr, g.length, Access::local_write) != MrCheck::ok)
-      return Status::protection_violation;
+    if (const MrCheck c = ctx.mrs.check(g.lkey, pd, g.addr, g.length, Access::local_write); c != MrCheck::ok)
+      return local_status(c);
     r.sgl.push_back(g);
     r.capacity += g.length;
   }

@@ -29,6 +29,7 @@ std::string_view to_string(Status s) {
     case Status::length_error: return "length error";
     case Status::not_found: return "not found";
     case Status::in_use: return "in use";
+    case Status::privileges_violation: return "privileges violation";
   }
   return "?";
 }
@@ -696,9 +697,10 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
     for (const Sge& g : wr.sgl) {
       if (g.length == 0) continue;
       // (a window, the sink of a read into an RMR, serves remote access only)
-      if (ctx_.mrs.check(g.lkey, qp.init.pd, g.addr, g.length,
-                         wr.sink_is_window ? Access::remote_write : Access::none) != MrCheck::ok)
-        return Status::protection_violation;
+      if (const MrCheck c = ctx_.mrs.check(g.lkey, qp.init.pd, g.addr, g.length,
+                                           wr.sink_is_window ? Access::remote_write : Access::none);
+          c != MrCheck::ok)
+        return local_status(c);
       total += g.length;
     }
     if (total > ctx_.limits.max_msg_size) return Status::length_error;
@@ -710,8 +712,9 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
       // One 8-byte sink for the value found; the target 8 bytes aligned (IBTA o9-21).
       if (wr.sgl.size() != 1 || wr.sgl[0].length != 8 || wr.sink_is_window) return Status::length_error;
       if (wr.remote_addr % 8 != 0) return Status::invalid_param;
-      if (ctx_.mrs.check(wr.sgl[0].lkey, qp.init.pd, wr.sgl[0].addr, 8, Access::local_write) != MrCheck::ok)
-        return Status::protection_violation;
+      if (const MrCheck c = ctx_.mrs.check(wr.sgl[0].lkey, qp.init.pd, wr.sgl[0].addr, 8, Access::local_write);
+          c != MrCheck::ok)
+        return local_status(c);
       if (qp.ord == 0) return Status::insufficient_resources;
     }
     sink_access = wr.sink_is_window ? Access::remote_write : Access::local_write;
@@ -719,9 +722,11 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
       if (wr.sink_is_window && wr.sgl.size() > 1) return Status::invalid_param;
       if (qp.ord == 0) return Status::insufficient_resources;  // the peer takes no RDMA Read at all
       // The sink (one SGE, or a scatter list under an internal STag) must take local writes.
-      for (const Sge& g : wr.sgl)
-        if (g.length && ctx_.mrs.check(g.lkey, qp.init.pd, g.addr, g.length, sink_access) != MrCheck::ok)
-          return Status::protection_violation;
+      for (const Sge& g : wr.sgl) {
+        if (!g.length) continue;
+        if (const MrCheck c = ctx_.mrs.check(g.lkey, qp.init.pd, g.addr, g.length, sink_access); c != MrCheck::ok)
+          return local_status(c);
+      }
     } else if (wr.sink_is_window) {
       return Status::invalid_param;
     }

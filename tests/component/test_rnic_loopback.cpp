@@ -380,11 +380,19 @@ TEST_F(Pair, SendLargerThanReceiveBufferTerminates) {
 TEST_F(Pair, LocalChecksRefuseBadPosts) {
   Sge bad = a.sge(0, 8);
   bad.lkey ^= 1;
-  EXPECT_EQ(a.dev->post_recv(a.qp, RecvWr{1, {&bad, 1}}), Status::protection_violation);
+  EXPECT_EQ(a.dev->post_recv(a.qp, RecvWr{1, {&bad, 1}}), Status::privileges_violation) << "a stale key";
+  Sge outside = a.sge(0, 8);
+  outside.addr += a.buf.size();
+  EXPECT_EQ(a.dev->post_recv(a.qp, RecvWr{1, {&outside, 1}}), Status::invalid_param) << "outside its region";
+  Pd* other = a.dev->alloc_pd();
+  Mr* elsewhere = nullptr;
+  ASSERT_EQ(a.dev->reg_mr(other, a.buf.data(), 64, Access::local_write, elsewhere), Status::ok);
+  const Sge os{a.dev->query_mr(elsewhere).stag, a.addr(), 64};
+  EXPECT_EQ(a.dev->post_recv(a.qp, RecvWr{1, {&os, 1}}), Status::protection_violation) << "another PD's region";
   Mr* ro = nullptr;
   ASSERT_EQ(a.dev->reg_mr(a.pd, a.buf.data(), 64, Access::local_read, ro), Status::ok);
   const Sge ros{a.dev->query_mr(ro).stag, a.addr(), 64};
-  EXPECT_EQ(a.dev->post_recv(a.qp, RecvWr{1, {&ros, 1}}), Status::protection_violation) << "receive needs local write";
+  EXPECT_EQ(a.dev->post_recv(a.qp, RecvWr{1, {&ros, 1}}), Status::privileges_violation) << "receive needs local write";
   const Sge s = a.sge(0, 8);
   EXPECT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::send, {&s, 1}}), Status::invalid_state) << "not connected";
   const Sge five[5] = {s, s, s, s, s};
@@ -457,7 +465,7 @@ TEST_F(Pair, SendFromAFreedRegionBreaksTheConnection) {
   ASSERT_EQ(a.dev->reg_mr(a.pd, a.buf.data(), 4096, Access::local_read, extra), Status::ok);
   const Sge s{a.dev->query_mr(extra).stag, a.addr(), 8};
   ASSERT_EQ(a.dev->dereg_mr(extra), Status::ok);
-  EXPECT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::send, {&s, 1}}), Status::protection_violation)
+  EXPECT_EQ(a.dev->post_send(a.qp, SendWr{1, SendOpcode::send, {&s, 1}}), Status::privileges_violation)
       << "checked at post";
 }
 
@@ -876,7 +884,7 @@ TEST_F(Pair, RdmaReadIntoAScatterList) {
   ASSERT_EQ(a.dev->reg_mr(a.pd, a.buf.data() + 600000, 4096, Access::none, ro), Status::ok);
   const Sge bad[2] = {a.sge(0, 10), Sge{a.dev->query_mr(ro).stag, a.addr(600000), 10}};
   EXPECT_EQ(a.dev->post_send(a.qp, SendWr{6, SendOpcode::rdma_read, bad, b.dev->query_mr(rd).stag, b.addr()}),
-            Status::protection_violation);
+            Status::privileges_violation);
   // An RDMA Write at an internal STag value (what the Read Request named) is refused.
   const Sge src = b.sge(0, 4);
   ASSERT_EQ(b.dev->post_send(b.qp, SendWr{7, SendOpcode::rdma_write, {&src, 1}, 1, 0}), Status::ok);

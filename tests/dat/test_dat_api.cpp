@@ -295,11 +295,13 @@ TEST(DatApi, BadInputGetsAClearReturn) {
   EXPECT_EQ(type_of(dat_ep_post_recv(a.ep, 1000, &t, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_PARAMETER);
   EXPECT_EQ(type_of(dat_ep_post_recv(a.ep, 1, nullptr, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_PARAMETER);
   DAT_LMR_TRIPLET bad = t;
+  // The pages' classes (dat_srq_post_recv, dat_ep_post_recv): an invalid LMR is a privileges
+  // violation, a segment outside its LMR an invalid parameter.
   bad.lmr_context ^= 0x1;
-  EXPECT_EQ(type_of(dat_ep_post_recv(a.ep, 1, &bad, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_PROTECTION_VIOLATION);
+  EXPECT_EQ(type_of(dat_ep_post_recv(a.ep, 1, &bad, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_PRIVILEGES_VIOLATION);
   bad = t;
   bad.segment_length = static_cast<DAT_SEG_LENGTH>(a.buf.size() + 1);
-  EXPECT_EQ(type_of(dat_ep_post_recv(a.ep, 1, &bad, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_PROTECTION_VIOLATION);
+  EXPECT_EQ(type_of(dat_ep_post_recv(a.ep, 1, &bad, c, DAT_COMPLETION_DEFAULT_FLAG)), DAT_INVALID_PARAMETER);
   EXPECT_EQ(type_of(dat_evd_wait(a.req, kWait, 0, &ev, &nmore)), DAT_INVALID_PARAMETER);
   EXPECT_EQ(type_of(dat_evd_wait(a.req, kWait, 65, &ev, &nmore)), DAT_INVALID_PARAMETER) << "threshold > qlen";
   EXPECT_EQ(type_of(dat_evd_wait(a.req, 1000, 1, &ev, &nmore)), DAT_TIMEOUT_EXPIRED);
@@ -1186,7 +1188,7 @@ TEST(DatApi, RdmaReadIntoAMemoryWindow) {
   DAT_DTO_COOKIE c;
   c.as_64 = 7;
   EXPECT_EQ(type_of(prov->ep_post_rdma_read_to_rmr_func(a.ep, &sink, c, &src, DAT_COMPLETION_DEFAULT_FLAG)),
-            DAT_PROTECTION_VIOLATION)
+            DAT_PRIVILEGES_VIOLATION)
       << "the window does not grant remote write";
   ASSERT_EQ(dat_rmr_bind(rmr, a.lmr, &win, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, DAT_VA_TYPE_VA, a.ep, rc,
                          DAT_COMPLETION_SUPPRESS_FLAG, &ctx),
@@ -1412,4 +1414,49 @@ TEST(DatApi, LmrCreateProvesTheMemoryIsThere) {
             DAT_SUCCESS);
   munmap(none, len);
   munmap(ro, len);
+}
+
+// dat_srq_post_recv(3DAT), RETURN VALUES: "DAT_INVALID_PARAMETER ... one of the IOV segments
+// pointed to a memory outside its LMR"; "DAT_PROTECTION_VIOLATION ... Protection Zone mismatch
+// between an LMR of one of the local_iov segments and the SRQ"; "DAT_PRIVILEGES_VIOLATION ... One
+// of the LMRs used in local_iov was either invalid or did not have the local write privileges".
+TEST(DatApi, SrqPostRecvClassesItsBadSegmentsAsThePageDoes) {
+  Ia ia;
+  DAT_SRQ_ATTR sa{8, 1, 0};
+  DAT_SRQ_HANDLE srq = DAT_HANDLE_NULL;
+  ASSERT_EQ(dat_srq_create(ia.ia, ia.pz, &sa, &srq), DAT_SUCCESS);
+  std::vector<char> buf(4096);
+  auto lmr = [&](DAT_PZ_HANDLE pz, DAT_MEM_PRIV_FLAGS priv) {
+    DAT_REGION_DESCRIPTION r;
+    r.for_va = buf.data();
+    DAT_LMR_HANDLE h = DAT_HANDLE_NULL;
+    DAT_LMR_CONTEXT lctx = 0;
+    DAT_RMR_CONTEXT rctx = 0;
+    DAT_VLEN len = 0;
+    DAT_VADDR addr = 0;
+    EXPECT_EQ(dat_lmr_create(ia.ia, DAT_MEM_TYPE_VIRTUAL, r, buf.size(), pz, priv, DAT_VA_TYPE_VA, &h, &lctx, &rctx,
+                             &len, &addr),
+              DAT_SUCCESS);
+    DAT_LMR_TRIPLET out{};
+    out.virtual_address = reinterpret_cast<DAT_VADDR>(buf.data());
+    out.segment_length = 64;
+    out.lmr_context = lctx;
+    return out;
+  };
+  DAT_DTO_COOKIE c;
+  c.as_64 = 1;
+  DAT_LMR_TRIPLET good = lmr(ia.pz, DAT_MEM_PRIV_LOCAL_WRITE_FLAG);
+  DAT_LMR_TRIPLET t = good;
+  t.segment_length = static_cast<DAT_SEG_LENGTH>(buf.size() + 1);
+  EXPECT_EQ(type_of(dat_srq_post_recv(srq, 1, &t, c)), DAT_INVALID_PARAMETER) << "outside its LMR";
+  DAT_PZ_HANDLE other = DAT_HANDLE_NULL;
+  ASSERT_EQ(dat_pz_create(ia.ia, &other), DAT_SUCCESS);
+  t = lmr(other, DAT_MEM_PRIV_LOCAL_WRITE_FLAG);
+  EXPECT_EQ(type_of(dat_srq_post_recv(srq, 1, &t, c)), DAT_PROTECTION_VIOLATION) << "another PZ";
+  t = good;
+  t.lmr_context ^= 0x1;
+  EXPECT_EQ(type_of(dat_srq_post_recv(srq, 1, &t, c)), DAT_PRIVILEGES_VIOLATION) << "an invalid LMR";
+  t = lmr(ia.pz, DAT_MEM_PRIV_LOCAL_READ_FLAG);
+  EXPECT_EQ(type_of(dat_srq_post_recv(srq, 1, &t, c)), DAT_PRIVILEGES_VIOLATION) << "no local write";
+  EXPECT_EQ(dat_srq_post_recv(srq, 1, &good, c), DAT_SUCCESS);
 }

@@ -112,3 +112,12 @@ TEST(ErrorMap, UndecodableSegmentsAndFailedRegionChecks) {
   EXPECT_EQ(tagged_error(MrCheck::out_of_bounds), Error::out_of_bounds);
   EXPECT_EQ(tagged_error(MrCheck::access_denied), Error::access_violation);
 }
+
+// What a post answers for its own memory (dat_srq_post_recv(3DAT)'s classes).
+TEST(ErrorMap, ALocalSegmentThatFailsItsCheck) {
+  EXPECT_EQ(local_status(MrCheck::invalid_stag), Status::privileges_violation);
+  EXPECT_EQ(local_status(MrCheck::key_mismatch), Status::privileges_violation);
+  EXPECT_EQ(local_status(MrCheck::access_denied), Status::privileges_violation);
+  EXPECT_EQ(local_status(MrCheck::pd_mismatch), Status::protection_violation);
+  EXPECT_EQ(local_status(MrCheck::out_of_bounds), Status::invalid_param);
+}

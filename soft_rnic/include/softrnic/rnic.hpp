@@ -30,10 +30,11 @@ enum class Status : std::uint8_t {
   invalid_param,
   invalid_state,
   insufficient_resources,
-  protection_violation,
+  protection_violation,  // another protection domain's memory
   length_error,
   not_found,
   in_use,
+  privileges_violation,  // a region that is not there (a bad or stale key) or does not grant the access
 };
 std::string_view to_string(Status s);
 
