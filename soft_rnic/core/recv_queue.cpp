@@ -73,6 +73,12 @@ std::optional<Fault> scatter(Ctx& ctx, const Pd* pd, std::span<const Sge> sgl, s
 
 namespace {
 
+// Where message `msn` stands on rq: its entry's index, negative for a message already completed
+// (MSNs wrap: the distance is signed).
+std::int64_t msn_index(const Qp& qp, std::uint32_t msn) {
+  return static_cast<std::int32_t>(msn - qp.recv_msn);
+}
+
 // Gives rq[idx] a buffer from the SRQ (and, under gap fill, every entry below it).
 bool allocate_from_srq(Ctx& ctx, Qp& qp, std::size_t idx) {
   Srq& srq = *qp.init.srq;
@@ -97,7 +103,7 @@ bool allocate_from_srq(Ctx& ctx, Qp& qp, std::size_t idx) {
 std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::uint64_t mo,
                                     std::span<const std::uint8_t> payload, bool last, std::uint32_t inv_stag,
                                     bool invalidate, Pos pos) {
-  const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(msn - qp.recv_msn));
+  const std::int64_t idx = msn_index(qp, msn);
   if (idx < 0) return Fault{Error::msn_range, "MSN " + std::to_string(msn) + " already completed"};
   const auto slot = static_cast<std::size_t>(idx);
   if (qp.init.srq) {
@@ -113,8 +119,8 @@ std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::ui
       if (qp.state != before) return std::nullopt;  // broken by it (the hard watermark)
       return Fault{Error::no_buffer, "the SRQ has no buffer for MSN " + std::to_string(msn)};
     }
-  } else if (slot >= qp.rq.size()) {
-    if (!take_posted_receives(qp)) return std::nullopt;  // broken by them (the hard watermark)
+  } else {
+    if (!take_receives_for(qp, msn)) return std::nullopt;  // broken by them (the hard watermark)
     if (slot >= qp.rq.size()) return Fault{Error::no_buffer, "no receive buffer posted for MSN " + std::to_string(msn)};
   }
   RecvWqe& r = qp.rq[slot];
@@ -141,13 +147,13 @@ std::optional<Fault> place_untagged(Ctx& ctx, Qp& qp, std::uint32_t msn, std::ui
 }
 
 bool take_receives_for(Qp& qp, std::uint32_t msn) {
-  const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(msn - qp.recv_msn));
+  const std::int64_t idx = msn_index(qp, msn);
   if (qp.init.srq || idx < 0 || static_cast<std::size_t>(idx) < qp.rq.size()) return true;
   return take_posted_receives(qp);
 }
 
 bool recv_buffer_ready(const Qp& qp, std::uint32_t msn) {
-  const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(msn - qp.recv_msn));
+  const std::int64_t idx = msn_index(qp, msn);
   if (idx < 0) return false;
   const auto slot = static_cast<std::size_t>(idx);
   const bool posted = slot < qp.rq.size() && qp.rq[slot].allocated;
@@ -179,7 +185,7 @@ bool take_receive(Qp& qp, RecvWqe&& r) {
 }
 
 void set_recv_imm(Qp& qp, std::uint32_t msn, std::uint32_t imm, std::optional<std::uint64_t> rdma_len) {
-  const auto idx = static_cast<std::int64_t>(static_cast<std::int32_t>(msn - qp.recv_msn));
+  const std::int64_t idx = msn_index(qp, msn);
   if (idx < 0 || static_cast<std::size_t>(idx) >= qp.rq.size()) return;
   RecvWqe& r = qp.rq[static_cast<std::size_t>(idx)];
   r.with_imm = true;
