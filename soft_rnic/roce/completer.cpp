@@ -5,7 +5,6 @@
 // complete in posting order (core). The ACK timeout retransmits from the oldest unacknowledged
 // PSN, retry_cnt times.
 #include <algorithm>
-#include <cstdio>
 
 #include "roce.hpp"
 
@@ -145,10 +144,7 @@ void Roce::on_aeth(Qp& qp, const w::Packet& p, Pos psn) {
   }
   ctx_.ctr.terminates_received++;
   qp.ctr.terminates_received++;
-  char code[8];
-  std::snprintf(code, sizeof code, "0x%02x", p.syndrome);
-  complete_error(qp, *refused,
-                 std::string("the peer sent NAK ") + code + " (" + std::string(to_string(*refused)) + ")");
+  complete_error(qp, *refused, "the peer sent " + nak_text(p.syndrome) + " (" + std::string(to_string(*refused)) + ")");
 }
 
 void Roce::on_rnr_nak(Qp& qp, std::uint8_t syndrome, Pos psn) {

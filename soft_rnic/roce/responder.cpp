@@ -344,14 +344,13 @@ void Roce::nak(Qp& qp, Pos psn, Error e, std::string reason) {
   send_ack(qp, code, psn);
   ctx_.ctr.terminates_sent++;
   qp.ctr.terminates_sent++;
-  break_qp(
-      qp, "sent NAK 0x" +
-              [&] {
-                char b[4];
-                std::snprintf(b, sizeof b, "%02x", code);
-                return std::string(b);
-              }() +
-              " (" + std::string(to_string(e)) + "): " + reason);
+  break_qp(qp, "sent " + nak_text(code) + " (" + std::string(to_string(e)) + "): " + reason);
+}
+
+std::string nak_text(std::uint8_t syndrome) {
+  char b[12];
+  std::snprintf(b, sizeof b, "NAK 0x%02x", syndrome);
+  return b;
 }
 
 void Roce::fatal(Qp& qp, Error e, std::string reason, std::optional<Pos> bad) {

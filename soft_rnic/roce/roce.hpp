@@ -175,6 +175,9 @@ struct Linger {
   Clock::time_point next{}, expiry{};
 };
 
+// "NAK 0x61": an AETH syndrome as the log lines name it, sent or received.
+std::string nak_text(std::uint8_t syndrome);
+
 class Roce final : public Transport, public engine::Pollable {
  public:
   Roce(Ctx& ctx, netdev::Netdev& nd);
