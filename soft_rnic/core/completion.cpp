@@ -64,10 +64,8 @@ void emit(Qp& qp, CmEventType ev, std::string reason, std::vector<std::uint8_t> 
 }
 
 void close_qp(Qp& qp, std::optional<CmEventType> ev, std::string reason) {
-  const bool graceful = ev == CmEventType::disconnected && qp.state == QpState::closing;
   flush_qp(qp);
-  qp.state = graceful ? QpState::idle : QpState::error;
-  qp.cm = CmPhase::closed;
+  qp_event(qp, ev == CmEventType::disconnected ? QpEvent::closed : QpEvent::broken);
   qp.transport->closed(qp);
   if (ev) emit(qp, *ev, std::move(reason));
 }

@@ -26,6 +26,7 @@
 
 #include "error.hpp"
 #include "mr_table.hpp"
+#include "qp_state.hpp"
 #include "sgl.hpp"
 #include "softrnic/ring.hpp"
 #include "softrnic/rnic.hpp"
@@ -175,7 +176,8 @@ struct Qp {
   std::uint32_t qpn = 0;
   std::string who;  // "<device name> QP[<qpn>]": the prefix of its log lines
   QpInit init;
-  // Changed under the device lock; read by posts without it (atomic for that).
+  // Changed only by qp_event (qp_state.hpp), under the device lock; read by posts without it
+  // (atomic for that).
   std::atomic<QpState> state{QpState::idle};
   std::atomic<CmPhase> cm{CmPhase::none};
   NetAddr peer{};

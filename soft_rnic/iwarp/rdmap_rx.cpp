@@ -12,7 +12,7 @@ namespace w = wire;
 void Rdmap::on_segment(Qp& qp, std::span<const std::uint8_t> body, Pos pos) {
   // Terminated: nothing more is placed. Closing (our graceful disconnect is in the stream): what
   // the peer sent before it sees our disconnect still lands, Read Responses included.
-  if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+  if (!qp_receives(qp.state)) return;
   const RxPosScope scope(*this, pos);
   w::DdpSegment s;
   const w::DecodeError e = w::decode_ddp(body, s);

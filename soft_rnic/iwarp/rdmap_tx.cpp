@@ -111,8 +111,7 @@ void Rdmap::terminate(Qp& qp, Error e, const std::string& reason, std::optional<
   flush_qp(qp);
   lower_.send_segment(qp, {{h, hl}, {reinterpret_cast<const std::uint8_t*>(&th), sizeof th}}, {}, 0, 0);
   lower_.kick(qp);
-  qp.state = QpState::terminate;
-  qp.cm = CmPhase::closed;
+  qp_event(qp, QpEvent::terminate);
   qp.transport->closed(qp);
   emit(qp, CmEventType::broken, "sent Terminate: " + reason);
 }

@@ -145,7 +145,7 @@ Status Mpa::connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<c
   c.cm_private.assign(pd.begin(), pd.end());
   c.phase = Phase::tcp_connecting;
   c.hs.clear();
-  qp.cm = CmPhase::connecting;
+  qp_event(qp, QpEvent::connect);
   c.cm_deadline = Clock::now() + (timeout.count() > 0 ? timeout : ctx_.cfg.connect_timeout);
   by_stream_[sid] = &qp;
   rearm(qp);
@@ -223,8 +223,7 @@ void Mpa::read_reply(Qp& qp) {
   if (rep.reject) {
     end_stream(qp, false);
     flush_qp(qp);
-    qp.state = QpState::error;
-    qp.cm = CmPhase::closed;
+    qp_event(qp, QpEvent::broken);
     emit(qp, CmEventType::rejected, "", pd);
     return;
   }
@@ -243,8 +242,7 @@ void Mpa::read_reply(Qp& qp) {
   }
   const std::vector<std::uint8_t> after(c.hs.begin() + static_cast<std::ptrdiff_t>(used), c.hs.end());
   c.hs.clear();
-  qp.state = QpState::rts;
-  qp.cm = CmPhase::connected;
+  qp_event(qp, QpEvent::established);
   established(qp, after);
   if (c.send_write_rtr) {
     // The RTR: a zero-length RDMA Write (STag 1, as siw sends it), our first FPDU.
@@ -395,9 +393,9 @@ Status Mpa::accept(ConnRequest* base, Qp& qp, std::span<const std::uint8_t> pd) 
   send_raw(c.sid, {b.data(), n});
   // RFC 5044 section 7.1: the responder sends no FPDU before the initiator's first one.
   c.wait_first = true;
-  qp.state = QpState::rts;
-  qp.cm = CmPhase::connected;
-  nd_.hold_reads(c.sid, false);  // what the initiator sent behind its request is read now
+  qp_event(qp, QpEvent::accept);       // the reply is out:
+  qp_event(qp, QpEvent::established);  // MPA has no answer to it
+  nd_.hold_reads(c.sid, false);        // what the initiator sent behind its request is read now
   established(qp, {});
   emit(qp, CmEventType::established, "");
   return Status::ok;
@@ -427,7 +425,7 @@ Status Mpa::reject(ConnRequest* base, std::span<const std::uint8_t> pd) {
 
 // iWARP has no close message: a graceful close is TCP's, once everything posted has gone out.
 void Mpa::graceful_close(Qp& qp) {
-  qp.state = QpState::closing;
+  qp_event(qp, QpEvent::close);
   Conn& c = conn(qp);
   c.close_when_sent = true;
   pump(qp);
@@ -456,7 +454,7 @@ Status Mpa::disconnect(Qp& qp, bool graceful) {
     close_qp(qp, CmEventType::disconnected, "");
     return Status::ok;
   }
-  qp.cm = CmPhase::disconnecting;
+  qp_event(qp, QpEvent::disconnect);
   c.cm_deadline = Clock::now() + std::chrono::seconds(2);
   rearm(qp);
   // Requests still waiting for RDMA Reads go out first; the close follows them.

@@ -140,8 +140,8 @@ void Mpa::pump(Qp& qp) {
     end_stream(qp, c.abort_when_sent);
     if (qp.state == QpState::closing) {
       close_qp(qp, CmEventType::disconnected, "");  // our graceful close is complete
-    } else if (qp.state == QpState::terminate) {
-      qp.state = QpState::error;  // the Terminate is out
+    } else {
+      qp_event(qp, QpEvent::terminate_out);
     }
   }
 }
@@ -261,7 +261,7 @@ void Mpa::take(Qp& qp, std::span<const std::uint8_t> in) {
     rdmap_.on_segment(qp, r.ulpdu, pos);
     Conn& c2 = conn(qp);
     c2.rx_count = pos + 1;
-    if (qp.state == QpState::rts || qp.state == QpState::closing) rdmap_.delivered(qp);
+    if (qp_receives(qp.state)) rdmap_.delivered(qp);
   }
   if (first) pump(qp);
 }
@@ -272,10 +272,7 @@ void Mpa::on_closed(Qp& qp, int error) {
   by_stream_.erase(c.sid);
   c.sid = 0;
   c.txq.clear();
-  if (qp.state == QpState::terminate) {
-    qp.state = QpState::error;
-    return;
-  }
+  if (qp_event(qp, QpEvent::terminate_out)) return;
   if (qp.cm == CmPhase::closed || qp.cm == CmPhase::none) return;
   if (c.phase != Phase::established) {
     close_qp(qp, CmEventType::unreachable, "the connection closed during the MPA exchange");
@@ -286,7 +283,7 @@ void Mpa::on_closed(Qp& qp, int error) {
     close_qp(qp, CmEventType::broken, std::string("the peer stopped answering: ") + std::strerror(error));
     return;
   }
-  if (qp.state == QpState::rts) qp.state = QpState::closing;
+  qp_event(qp, QpEvent::close);
   close_qp(qp, CmEventType::disconnected,
            error ? std::string("the peer reset the connection: ") + std::strerror(error) : "");
 }

@@ -191,7 +191,7 @@ Status Roce::connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<
   s.cm_tries = 0;
   s.cm_next = now + kCmRetry;
   s.cm_deadline = now + timeout;
-  qp.cm = CmPhase::connecting;
+  qp_event(qp, QpEvent::connect);
   qp.peer = NetAddr{remote.ip, port};
   qp.local = NetAddr{self_.ip, src_port};
   rearm(qp);
@@ -218,10 +218,9 @@ bool Roce::on_rep(NetAddr from, const cm::MadHdr& h, const cm::Rep& m) {
   s.retry_left = ctx_.cfg.roce.retry_cnt;
   s.rnr_left = ctx_.cfg.roce.rnr_retry;
   qp.ord = std::min<std::uint32_t>(qp.ord, m.responder_resources);  // what the peer answers at once
-  s.connected = true;
+  s.has_path = true;
   s.cm = CmState::established;
-  qp.state = QpState::rts;
-  qp.cm = CmPhase::connected;
+  qp_event(qp, QpEvent::established);
   pick_source_port(qp, w::cm_flow_label(qp.local.port, qp.peer.port));  // the flow label our REQ carried
   cm::Rtu rtu;
   rtu.local_comm_id = s.local_comm;
@@ -359,7 +358,7 @@ Status Roce::accept(ConnRequest* creq, Qp& qp, std::span<const std::uint8_t> pd)
   put_private(rep.private_data, pd);
   send_cm(s.dst, rep, s.tid, &s.mad);
   // Ready to receive (RTR): the RTU, or the requester's first packet, establishes the connection.
-  s.connected = true;
+  s.has_path = true;
   s.cm = CmState::rep_sent;
   s.cm_tries = 0;
   s.cm_next = now + kCmRetry;
@@ -368,8 +367,7 @@ Status Roce::accept(ConnRequest* creq, Qp& qp, std::span<const std::uint8_t> pd)
   r->qp = &qp;
   r->phase = ReqPhase::accepted;
   r->decided = now;
-  qp.state = QpState::rts;
-  qp.cm = CmPhase::accepting;
+  qp_event(qp, QpEvent::accept);
   qp.peer = r->from;
   qp.local = NetAddr{self_.ip, rdma_cm_port(r->conn_qual)};
   rearm(qp);
@@ -396,7 +394,7 @@ bool Roce::on_rtu(NetAddr from, const cm::MadHdr& h, const cm::Rtu& m) {
 void Roce::established(Qp& qp) {
   RoceQp& s = st(qp);
   s.cm = CmState::established;
-  qp.cm = CmPhase::connected;
+  qp_event(qp, QpEvent::established);
   if (s.req) {
     Request* r = s.req;
     s.req = nullptr;
@@ -462,7 +460,7 @@ Status Roce::disconnect(Qp& qp, bool graceful) {
   }
   if (qp.cm != CmPhase::connected && qp.cm != CmPhase::accepting && qp.cm != CmPhase::disconnecting)
     return Status::invalid_state;
-  if (!s.connected) {  // out-of-band: nothing on the wire
+  if (!s.has_path) {  // out-of-band: nothing on the wire
     close_qp(qp, CmEventType::disconnected, "disconnected");
     return Status::ok;
   }
@@ -470,7 +468,7 @@ Status Roce::disconnect(Qp& qp, bool graceful) {
     // What was posted goes first (Reads waiting for an ORD slot are issued as earlier ones
     // complete: the QP stays in RTS meanwhile, as on the other wires); the DREQ follows once
     // everything is acknowledged (send_queue_drained).
-    qp.cm = CmPhase::disconnecting;
+    qp_event(qp, QpEvent::disconnect);
     if (qp.sq_wait.empty()) send_queue_drained(qp);
     return Status::ok;
   }
@@ -494,8 +492,8 @@ void Roce::send_queue_drained(Qp& qp) {
     close_qp(qp, CmEventType::disconnected, "the peer disconnected");
     return;
   }
-  if (qp.state == QpState::rts) qp.state = QpState::closing;  // ours, all acknowledged: the close begins
-  if (s.cm == CmState::idle) {                                // out-of-band: no DREQ
+  qp_event(qp, QpEvent::close);  // ours, all acknowledged: the close begins
+  if (s.cm == CmState::idle) {   // out-of-band: no DREQ
     close_qp(qp, CmEventType::disconnected, "disconnected");
     return;
   }

@@ -23,7 +23,7 @@ constexpr std::chrono::microseconds kMaxBackoffTimeout{4294967};
 // ACK, or an ACK/NAK by its AETH.
 void Roce::on_response(Qp& qp, const w::Packet& p) {
   RoceQp& s = st(qp);
-  if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+  if (!qp_receives(qp.state)) return;
   const Pos psn = extend_psn(s.una_psn, p.psn);
   if (s.reqs.empty() || psn < s.una_psn) {
     qp.ctr.rx_duplicates++;
@@ -122,7 +122,7 @@ void Roce::on_aeth(Qp& qp, const w::Packet& p, Pos psn) {
     default: ctx_.ctr.rx_bad_acks++; return;
   }
   acknowledged(qp, psn);
-  if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+  if (!qp_receives(qp.state)) return;
   if (p.syndrome == w::kNakPsnSeqError) {
     if (s.rnr_wait && psn == s.tx_psn) return;  // the RNR NAK's message: it goes again after the timer
     // The same NAK again without progress: the retransmission did not get through.
@@ -150,7 +150,7 @@ void Roce::on_aeth(Qp& qp, const w::Packet& p, Pos psn) {
 void Roce::on_rnr_nak(Qp& qp, std::uint8_t syndrome, Pos psn) {
   RoceQp& s = st(qp);
   acknowledged(qp, psn);
-  if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+  if (!qp_receives(qp.state)) return;
   if (s.rnr_left == 0) {
     complete_error(qp, WcStatus::rnr_retry_exceeded, "the peer had no receive buffer through every RNR retry");
     return;
@@ -192,7 +192,7 @@ void Roce::acknowledged(Qp& qp, Pos through) {
   // Reads complete when their whole response is placed ("delivered" through the last packet).
   complete_reads(qp, s.una_psn, s.una_psn);
   complete_sends(qp, s.una_psn);
-  if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+  if (!qp_receives(qp.state)) return;
   if (s.reqs.empty()) {
     // (The timer stays armed: when it fires, on_timer arms the keepalive deadline instead. Armed
     // anew for every request that completes all, the queue would fill with stale entries.)
@@ -241,12 +241,12 @@ void Roce::on_timer(Qp& qp, Clock::time_point now) {
     cm_timer(qp, now);
     if (!ctx_.qps.count(qp.qpn)) return;
   }
-  if (!s.connected) {
+  if (!s.has_path) {
     rearm(qp);
     return;
   }
   if (!s.jobs.empty()) send_responses(qp);
-  if (!s.connected) return;
+  if (!s.has_path) return;
   if (s.reqs.empty()) {
     if (keepalive_on(qp)) keepalive(qp, now);
     if (ctx_.qps.count(qp.qpn)) rearm(qp);

@@ -76,7 +76,7 @@ void Roce::issue(Qp& qp, const WaitingWr& wr) {
 // Transmits what the window allows from tx_psn on.
 void Roce::pump(Qp& qp) {
   RoceQp& s = st(qp);
-  if (!s.connected || s.rnr_wait) return;
+  if (!s.has_path || s.rnr_wait) return;
   bool sent = false;
   auto it = at_tx(s);
   while (it != s.reqs.end() && s.tx_psn < s.next_psn && s.tx_psn - s.una_psn < s.cwnd) {

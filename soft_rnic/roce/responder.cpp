@@ -44,7 +44,7 @@ std::optional<Fault> check_op_seq(const RoceQp& s, std::uint32_t has) {
 // operation. Whatever cannot be carried out is NAKed with the Error it is (nak), the QP broken.
 void Roce::on_request(Qp& qp, const w::Packet& p) {
   RoceQp& s = st(qp);
-  if (qp.state != QpState::rts && qp.state != QpState::closing) return;
+  if (!qp_receives(qp.state)) return;
   const Pos psn = extend_psn(s.exp_psn, p.psn);
   if (!check_psn(qp, p, psn)) return;
   const std::uint32_t has = w::op_info(p.opcode).has;
@@ -74,7 +74,7 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
   }
   s.exp_psn = psn + 1;
   complete_receives(ctx_, qp, s.exp_psn);
-  if (p.ack_req && s.connected) owe_ack(qp, psn, false);
+  if (p.ack_req && s.has_path) owe_ack(qp, psn, false);
 }
 
 // The expected PSN goes on; a gap (a packet lost or late) gets one NAK naming the expected PSN,
@@ -234,7 +234,7 @@ bool Roce::answer_read(Qp& qp, Pos psn, std::uint32_t rkey, std::uint64_t va, st
 void Roce::send_responses(Qp& qp) {
   RoceQp& s = st(qp);
   int budget = kResponseBurst;
-  while (!s.jobs.empty() && budget-- > 0 && s.connected) {
+  while (!s.jobs.empty() && budget-- > 0 && s.has_path) {
     ReadJob& j = s.jobs.front();
     const std::uint32_t len = std::min(s.mtu, j.left);
     const bool last = len == j.left;

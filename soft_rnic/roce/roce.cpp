@@ -57,7 +57,7 @@ void Roce::destroy(Qp& qp) {
   RoceQp& s = st(qp);
   if (s.cm == CmState::drain)
     answer_dreq(qp);  // the peer's DREQ waits for our DREP
-  else if (s.connected && s.cm != CmState::idle)
+  else if (s.has_path && s.cm != CmState::idle)
     start_linger(qp, true);  // a DREQ tells the peer
   forget(qp);
   leave_budget(qp);
@@ -100,7 +100,7 @@ void Roce::closed(Qp& qp) {
   // error state, destroyed): it goes now, or the peer would wait out its DREQ timeout.
   if (s.cm == CmState::drain) answer_dreq(qp);
   forget(qp);  // (while still connected: an ACK it owes goes, what was received is delivered)
-  s.connected = false;
+  s.has_path = false;
   s.cm = CmState::idle;
 }
 
@@ -108,7 +108,7 @@ void Roce::close_all() {
   // Every open connection's peer hears a DREQ (resent until its DREP, for a while).
   for (auto& [n, qp] : ctx_.qps) {
     RoceQp& s = st(*qp);
-    if (s.connected && s.cm != CmState::idle) {
+    if (s.has_path && s.cm != CmState::idle) {
       if (s.cm != CmState::drain) start_linger(*qp, true);  // (closed answers a DREQ that waits for its DREP)
       closed(*qp);
     }
@@ -127,7 +127,7 @@ Status Roce::connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, 
   if (remote.mtu && !w::mtu_code(remote.mtu)) return Status::invalid_param;
   if (ord > ctx_.limits.max_rd || ird > ctx_.limits.max_rd) return Status::invalid_param;
   RoceQp& s = st(qp);
-  s.connected = true;
+  s.has_path = true;
   s.dst = wire_addr(remote.addr.ip);
   if (remote.addr.port) s.dst.port = remote.addr.port;
   s.peer_qpn = remote.qpn;
@@ -140,8 +140,8 @@ Status Roce::connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, 
   pick_source_port(qp, 0);
   qp.ord = ord;
   qp.ird = ird;
-  qp.state = QpState::rts;
-  qp.cm = CmPhase::connected;
+  qp_event(qp, QpEvent::path_set);     // RTR
+  qp_event(qp, QpEvent::established);  // RTS
   s.heard_at = Clock::now();
   rearm(qp);
   emit(qp, CmEventType::established, "");
@@ -210,7 +210,7 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
   Qp& qp = *it->second;
   RoceQp& s = st(qp);
   // RC: only the connected peer's packets (address and RC opcodes).
-  if (!s.connected || from.ip != s.dst.ip || !(w::op_info(p.opcode).has & w::kRc)) {
+  if (!s.has_path || from.ip != s.dst.ip || !(w::op_info(p.opcode).has & w::kRc)) {
     ctx_.ctr.rx_unknown_qp++;
     return;
   }
@@ -320,7 +320,7 @@ void Roce::send_owed_ack(Qp& qp) {
   RoceQp& s = st(qp);
   if (!s.ack_pending) return;
   s.ack_pending = s.ack_held = false;
-  if (s.connected) send_ack(qp, w::kAethAck | w::kAethNoCredit, s.ack_psn);
+  if (s.has_path) send_ack(qp, w::kAethAck | w::kAethNoCredit, s.ack_psn);
 }
 
 void Roce::owe_ack(Qp& qp, Pos psn, bool now) {
@@ -349,7 +349,7 @@ void Roce::rearm(Qp& qp) {
   RoceQp& s = st(qp);
   if (s.cm == CmState::req_sent || s.cm == CmState::rep_sent || s.cm == CmState::dreq_sent || s.cm == CmState::drain)
     timers_.arm(qp.qpn, std::min(s.cm_next, s.cm_deadline));
-  if (!s.connected) return;
+  if (!s.has_path) return;
   if (!s.jobs.empty()) timers_.arm(qp.qpn, Clock::now());  // Read responses still to send
   if (!s.reqs.empty())
     timers_.arm(qp.qpn, s.rnr_wait ? s.rnr_until : s.progress_at + rto(s));
@@ -358,7 +358,7 @@ void Roce::rearm(Qp& qp) {
 }
 
 bool Roce::keepalive_on(const Qp& qp) const {
-  return ctx_.cfg.keepalive_idle.count() > 0 && st(qp).connected && qp.state == QpState::rts &&
+  return ctx_.cfg.keepalive_idle.count() > 0 && st(qp).has_path && qp.state == QpState::rts &&
          qp.cm == CmPhase::connected;
 }
 
@@ -400,7 +400,7 @@ void Roce::pick_source_port(Qp& qp, std::uint32_t flow_label) {
 // of its own in flight it would otherwise wait forever.
 void Roce::break_qp(Qp& qp, std::string reason) {
   RoceQp& s = st(qp);
-  if (s.connected && (s.cm == CmState::established || s.cm == CmState::rep_sent)) start_linger(qp, true);
+  if (s.has_path && (s.cm == CmState::established || s.cm == CmState::rep_sent)) start_linger(qp, true);
   close_qp(qp, CmEventType::broken, std::move(reason));
 }
 

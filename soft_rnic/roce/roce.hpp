@@ -86,7 +86,9 @@ struct ReadJob {
 enum class CmState : std::uint8_t { idle, req_sent, rep_sent, established, dreq_sent, drain };
 
 struct RoceQp final : TransportQp {
-  bool connected = false;
+  // The path is set (dst, peer_qpn, mtu, PSNs: what a verbs RTR sets): packets flow to and from
+  // the peer. The QP's state is core's (qp_state.hpp); this is the wire's configuration.
+  bool has_path = false;
   NetAddr dst{};            // where its packets go: the peer's address, the RoCEv2 port
   std::uint16_t sport = 0;  // the UDP source port its packets leave from (0: the netdev's own)
   std::uint32_t peer_qpn = 0;

@@ -122,7 +122,7 @@ Status Rudp::connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<
   c.conn_qual = conn_qual;
   c.conn_id = random32();
   c.cm_private.assign(pd.begin(), pd.end());
-  qp.cm = CmPhase::connecting;
+  qp_event(qp, QpEvent::connect);
   c.cm_cookie = 0;
   c.cm_answered = false;
   const auto now = Clock::now();
@@ -166,8 +166,7 @@ Status Rudp::accept(ConnRequest* base, Qp& qp, std::span<const std::uint8_t> pd)
   qp.ord = std::min(qp.init.ord, req->peer_ird);
   qp.ird = qp.init.ird;
   c.cm_private.assign(pd.begin(), pd.end());
-  qp.cm = CmPhase::accepting;
-  qp.state = QpState::rts;
+  qp_event(qp, QpEvent::accept);
   c.req = req;
   const auto now = Clock::now();
   c.cm_deadline = now + std::min<std::chrono::milliseconds>(ctx_.cfg.connect_timeout, kHalfOpenTimeout);
@@ -204,7 +203,7 @@ Status Rudp::disconnect(Qp& qp, bool graceful) {
     close_qp(qp, CmEventType::disconnected, "");
     return Status::ok;
   }
-  qp.cm = CmPhase::disconnecting;
+  qp_event(qp, QpEvent::disconnect);
   conn(qp).cm_deadline = Clock::now() + kDisconnectTimeout;
   rearm(qp);
   // Requests still waiting for RDMA Reads go out first; the disconnect follows them.
@@ -325,7 +324,7 @@ bool Rudp::answer_lingering(NetAddr from, const w::FrameHeader& h) {
 }
 
 void Rudp::established_passive(Qp& qp) {
-  qp.cm = CmPhase::connected;
+  qp_event(qp, QpEvent::established);
   conn(qp).last_rx = Clock::now();
   hint_peer(qp, true);
   rearm(qp);  // keepalive
@@ -481,8 +480,7 @@ void Rudp::on_connect_reply(const CmFrame& f) {
     cn.rxw.reset(f.c.init_seq.get());
     qp.ord = std::min(qp.init.ord, static_cast<std::uint32_t>(f.c.ird.get()));  // no more than the peer takes
     qp.ird = qp.init.ird;
-    qp.state = QpState::rts;
-    qp.cm = CmPhase::connected;
+    qp_event(qp, QpEvent::established);
     hint_peer(qp, true);
     rearm(qp);  // keepalive
     send_cm(qp, w::CmOp::ready_to_use, 0);
@@ -497,8 +495,7 @@ void Rudp::on_reject(const CmFrame& f) {
   if (!q || q->cm != CmPhase::connecting) return;
   Qp& qp = *q;
   flush_qp(qp);
-  qp.state = QpState::error;
-  qp.cm = CmPhase::closed;
+  qp_event(qp, QpEvent::broken);
   emit(qp, f.c.reserved ? CmEventType::no_listener : CmEventType::rejected, "",
        std::vector<std::uint8_t>(f.pd.begin(), f.pd.end()));
 }

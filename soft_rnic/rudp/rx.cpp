@@ -229,7 +229,7 @@ void Rudp::peer_closed(Qp& qp) {
   if (qp.cm == CmPhase::closed) return;
   // Acknowledge now, since the QP stops sending.
   send_ack(qp);
-  if (qp.state == QpState::rts) qp.state = QpState::closing;
+  qp_event(qp, QpEvent::close);
   close_qp(qp, CmEventType::disconnected, "");
 }
 

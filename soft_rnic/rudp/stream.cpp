@@ -217,7 +217,7 @@ void Rudp::send_ack(Qp& qp, std::uint8_t flags, std::uint32_t seq) {
 
 // Graceful close: the disconnect frame goes behind everything already in the stream.
 void Rudp::send_disconnect(Qp& qp) {
-  qp.state = QpState::closing;
+  qp_event(qp, QpEvent::close);
   const w::StreamCtrlWire sc{w::Be32(static_cast<std::uint32_t>(w::StreamCtrlOp::disconnect))};
   enqueue_seq(qp, w::FrameType::stream_ctrl, {{reinterpret_cast<const std::uint8_t*>(&sc), sizeof sc}});
   Conn& c = conn(qp);
@@ -378,7 +378,7 @@ void Rudp::retransmit_due(Qp& qp, Clock::time_point now) {
   if (exhausted) {
     if (qp.state == QpState::terminate) {
       flush_qp(qp);
-      qp.state = QpState::error;
+      qp_event(qp, QpEvent::terminate_out);
     } else {
       close_qp(qp, CmEventType::broken, "retry limit exceeded");
     }
@@ -652,10 +652,7 @@ void Rudp::advance_una(Qp& qp, std::uint32_t ack) {
     close_qp(qp, CmEventType::disconnected, "");
     return;
   }
-  if (qp.state == QpState::terminate && c.inflight.empty() && c.backlog.empty()) {
-    qp.state = QpState::error;
-    return;
-  }
+  if (c.inflight.empty() && c.backlog.empty() && qp_event(qp, QpEvent::terminate_out)) return;
   pump_waiters();  // before this QP's own backlog: it queues behind them
   pump_tx(qp);
 }

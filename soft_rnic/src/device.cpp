@@ -11,6 +11,7 @@
 #include "engine.hpp"
 #include "mpa.hpp"
 #include "objects.hpp"
+#include "qp_state.hpp"
 #include "queues.hpp"
 #include "roce.hpp"
 #include "rudp.hpp"
@@ -353,16 +354,13 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   Status modify_qp(Qp* qp, QpState to) override {
     std::lock_guard lk(mu_);
     take_posts(*qp);  // (this QP's posts first: device_lock.hpp)
-    if (!qp_transition_allowed(qp->state, to)) return Status::invalid_state;
-    if (to == QpState::error) {
+    if (to != QpState::error && to != QpState::idle) return Status::invalid_param;
+    const QpEvent e = to == QpState::error ? QpEvent::broken : QpEvent::reset;
+    if (!qp_next(qp->state, qp->cm, e) || qp->state == to) return Status::invalid_state;
+    if (to == QpState::error)
       close_qp(*qp, std::nullopt, "");
-      return Status::ok;
-    }
-    if (to == QpState::idle) {  // reset: ready for a new connection
+    else
       reset(*qp);
-      return Status::ok;
-    }
-    qp->state = to;
     return Status::ok;
   }
 
@@ -837,8 +835,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
     off_doorbell(qp);
     qp.transport->reset(qp);
     flush_qp(qp);
-    qp.state = QpState::idle;
-    qp.cm = CmPhase::none;
+    qp_event(qp, QpEvent::reset);
     qp.peer = qp.local = {};
     qp.recv_msn = 1;
   }

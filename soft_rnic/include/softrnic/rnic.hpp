@@ -222,12 +222,10 @@ struct RecvWr {
   std::span<const Sge> sgl;
 };
 
-// RDMAC verbs QP states (siw's set).
-enum class QpState : std::uint8_t { idle, rts, closing, terminate, error };
-inline constexpr int kQpStateCount = 5;
+// RDMAC verbs QP states (siw's set; the machine that moves them: soft_rnic/core/qp_state.hpp).
+enum class QpState : std::uint8_t { idle, rtr, rts, closing, terminate, error };
+inline constexpr int kQpStateCount = 6;
 std::string_view to_string(QpState s);
-// The transition table: true when `from -> to` is a legal modification.
-bool qp_transition_allowed(QpState from, QpState to);
 
 enum class CmEventType : std::uint8_t {
   established,       // connection up (both sides)
@@ -420,6 +418,9 @@ class Device {
   virtual Status create_qp(const QpInit& init, Qp*& out) = 0;
   virtual Status destroy_qp(Qp* qp) = 0;
   virtual QpState qp_state(const Qp* qp) const = 0;
+  // The consumer's moves: to error (flushes; the connection, if any, breaks) and to idle (a QP
+  // whose connection ended, ready for a new one). invalid_state where the machine does not allow
+  // it from the QP's state, invalid_param for a state a consumer does not move to this way.
   virtual Status modify_qp(Qp* qp, QpState to) = 0;
   virtual QpCounters qp_counters(const Qp* qp) const = 0;
   virtual NetAddr qp_peer(const Qp* qp) const = 0;
