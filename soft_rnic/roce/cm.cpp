@@ -83,8 +83,7 @@ void Roce::send_mad(NetAddr to, std::span<const std::uint8_t> mad) {
   p.opcode = w::Opcode::ud_send_only;
   p.dest_qpn = w::kGsiQpn;
   p.psn = gsi_psn_++ & w::kPsnMask;
-  p.qkey = w::kGsiQkey;
-  p.src_qpn = w::kGsiQpn;
+  p.deth = w::Deth{w::kGsiQkey, w::kGsiQpn};
   send_bare(to, gsi_sport_, p, mad);
 }
 
@@ -104,14 +103,13 @@ void Roce::send_bare(NetAddr to, std::uint16_t sport, const w::Packet& p, std::s
 // A request packet for a QP that is gone: if a Linger of it had received it, the ACK again.
 bool Roce::linger_ack(NetAddr from, const w::Packet& p) {
   for (const Linger& l : lingers_) {
-    if (l.qpn != p.dest_qpn || l.dst.ip != from.ip || !(w::op_info(p.opcode).has & w::kRequest)) continue;
+    if (l.qpn != p.dest_qpn || l.dst.ip != from.ip || !w::op_info(p.opcode).has(w::Has::request)) continue;
     if (w::psn_diff(p.psn, static_cast<std::uint32_t>(l.exp_psn & w::kPsnMask)) >= 0) return false;
     w::Packet a;
     a.opcode = w::Opcode::ack;
     a.dest_qpn = l.remote_qpn;
     a.psn = static_cast<std::uint32_t>((l.exp_psn - 1) & w::kPsnMask);
-    a.syndrome = w::kAethAck | w::kAethNoCredit;
-    a.msn = l.msn;
+    a.aeth = w::Aeth{w::kAethAck | w::kAethNoCredit, l.msn};
     send_bare(l.dst, l.sport, a, {});
     return true;
   }

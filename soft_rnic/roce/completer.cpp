@@ -34,12 +34,12 @@ void Roce::on_response(Qp& qp, const w::Packet& p) {
     ctx_.ctr.rx_bad_acks++;  // for nothing we sent
     return;
   }
-  const std::uint32_t has = w::op_info(p.opcode).has;
-  if (has & w::kRead) {
-    on_read_response(qp, p, has, psn);
+  const w::OpInfo& op = w::op_info(p.opcode);
+  if (op.has(w::Has::read)) {
+    on_read_response(qp, p, op, psn);
   } else if (p.opcode == w::Opcode::atomic_ack) {
     on_atomic_ack(qp, p, psn);
-  } else if (has & w::kAeth) {
+  } else if (op.has(w::Has::aeth)) {
     on_aeth(qp, p, psn);
   } else {
     ctx_.ctr.rx_bad_acks++;
@@ -47,7 +47,7 @@ void Roce::on_response(Qp& qp, const w::Packet& p) {
 }
 
 // A Read response packet into the Read's sink, in PSN order; a gap asks again for the rest.
-void Roce::on_read_response(Qp& qp, const w::Packet& p, std::uint32_t has, Pos psn) {
+void Roce::on_read_response(Qp& qp, const w::Packet& p, const w::OpInfo& op, Pos psn) {
   RoceQp& s = st(qp);
   auto it = std::find_if(s.reqs.begin(), s.reqs.end(),
                          [&](const ReqWqe& r) { return psn >= r.first_psn && psn < r.first_psn + r.npkts; });
@@ -66,7 +66,7 @@ void Roce::on_read_response(Qp& qp, const w::Packet& p, std::uint32_t has, Pos p
     return;
   }
   const std::uint64_t off = static_cast<std::uint64_t>(r.resp_pkts) * s.mtu;
-  const bool last = has & w::kLast;
+  const bool last = op.has(w::Has::last);
   if (p.payload.size() > r.total - off || (!last && p.payload.size() != s.mtu) ||
       (last && off + p.payload.size() != r.total)) {
     complete_error(qp, WcStatus::remote_operation_error, "a Read response of the wrong length");
@@ -97,7 +97,7 @@ void Roce::on_atomic_ack(Qp& qp, const w::Packet& p, Pos psn) {
   }
   ReqWqe& r = *it;
   s.ack_through = std::max(s.ack_through, r.first_psn);  // everything before the atomic
-  const std::uint64_t orig = p.orig;
+  const std::uint64_t orig = *p.atomic_ack;
   if (auto f = place_read_response(ctx_, qp, r.sink_stag, r.sink_to,
                                    {reinterpret_cast<const std::uint8_t*>(&orig), sizeof orig}, psn)) {
     complete_error(qp, WcStatus::local_protection_error, f->reason);
@@ -115,15 +115,16 @@ void Roce::on_atomic_ack(Qp& qp, const w::Packet& p, Pos psn) {
 // NAK to and the QP breaks.
 void Roce::on_aeth(Qp& qp, const w::Packet& p, Pos psn) {
   RoceQp& s = st(qp);
-  switch (p.syndrome & w::kAethTypeMask) {
+  const std::uint8_t syndrome = p.aeth->syndrome;
+  switch (syndrome & w::kAethTypeMask) {
     case w::kAethAck: acknowledged(qp, psn + 1); return;
-    case w::kAethRnrNak: on_rnr_nak(qp, p.syndrome, psn); return;
+    case w::kAethRnrNak: on_rnr_nak(qp, syndrome, psn); return;
     case w::kAethNak: break;
     default: ctx_.ctr.rx_bad_acks++; return;
   }
   acknowledged(qp, psn);
   if (!qp_receives(qp.state)) return;
-  if (p.syndrome == w::kNakPsnSeqError) {
+  if (syndrome == w::kNakPsnSeqError) {
     if (s.rnr_wait && psn == s.tx_psn) return;  // the RNR NAK's message: it goes again after the timer
     // The same NAK again without progress: the retransmission did not get through.
     if (s.last_nak_psn == psn) {
@@ -137,14 +138,14 @@ void Roce::on_aeth(Qp& qp, const w::Packet& p, Pos psn) {
     go_back(qp, psn);
     return;
   }
-  const std::optional<WcStatus> refused = nak_status(p.syndrome);
+  const std::optional<WcStatus> refused = nak_status(syndrome);
   if (!refused) {
     ctx_.ctr.rx_bad_acks++;
     return;
   }
   ctx_.ctr.terminates_received++;
   qp.ctr.terminates_received++;
-  complete_error(qp, *refused, "the peer sent " + nak_text(p.syndrome) + " (" + std::string(to_string(*refused)) + ")");
+  complete_error(qp, *refused, "the peer sent " + nak_text(syndrome) + " (" + std::string(to_string(*refused)) + ")");
 }
 
 void Roce::on_rnr_nak(Qp& qp, std::uint8_t syndrome, Pos psn) {

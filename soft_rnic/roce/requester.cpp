@@ -156,10 +156,7 @@ bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
   p.psn = static_cast<std::uint32_t>(psn & w::kPsnMask);
   if (r.kind == ReqKind::atomic) {
     p.opcode = r.cmp_swap ? w::Opcode::cmp_swap : w::Opcode::fetch_add;
-    p.va = r.va;
-    p.rkey = r.rkey;
-    p.swap_add = r.cmp_swap ? r.swap : r.compare_add;
-    p.compare = r.cmp_swap ? r.compare_add : 0;
+    p.atomic_eth = w::AtomicEth{r.va, r.rkey, r.cmp_swap ? r.swap : r.compare_add, r.cmp_swap ? r.compare_add : 0};
     p.ack_req = true;
     s.tx_psn = psn + 1;
     s.since_ackreq = 0;
@@ -171,9 +168,7 @@ bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
     const std::uint64_t done = std::min<std::uint64_t>(static_cast<std::uint64_t>(r.resp_pkts) * s.mtu, r.total);
     p.opcode = w::Opcode::read_request;
     p.psn = static_cast<std::uint32_t>((r.first_psn + r.resp_pkts) & w::kPsnMask);
-    p.va = r.va + done;
-    p.rkey = r.rkey;
-    p.dma_len = static_cast<std::uint32_t>(r.total - done);
+    p.reth = w::Reth{r.va + done, r.rkey, static_cast<std::uint32_t>(r.total - done)};
     p.ack_req = true;
     s.tx_psn = r.first_psn + r.npkts;
     s.since_ackreq = 0;
@@ -188,12 +183,8 @@ bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
                : first       ? w::Opcode::write_first
                : last        ? (r.with_imm ? w::Opcode::write_last_imm : w::Opcode::write_last)
                              : w::Opcode::write_middle;
-    p.imm = r.imm;
-    if (first) {
-      p.va = r.va;
-      p.rkey = r.rkey;
-      p.dma_len = static_cast<std::uint32_t>(r.total);
-    }
+    if (r.with_imm) p.imm = r.imm;
+    if (first) p.reth = w::Reth{r.va, r.rkey, static_cast<std::uint32_t>(r.total)};
   } else {
     p.opcode = first && last ? (r.invalidate ? w::Opcode::send_only_inv
                                 : r.with_imm ? w::Opcode::send_only_imm
@@ -203,8 +194,8 @@ bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
                                 : r.with_imm ? w::Opcode::send_last_imm
                                              : w::Opcode::send_last)
                              : w::Opcode::send_middle;
-    p.imm = r.imm;
-    p.inv_rkey = r.inv_rkey;
+    if (r.with_imm) p.imm = r.imm;
+    if (r.invalidate) p.inv_rkey = r.inv_rkey;
     p.solicited = last && r.solicited;
   }
   p.ack_req = last || ++s.since_ackreq >= kPktsPerAck;

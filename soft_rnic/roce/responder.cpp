@@ -18,20 +18,20 @@ namespace {
 constexpr int kResponseBurst = 256;  // Read response packets per round and QP
 
 // rxe's check_length: no packet longer than the path MTU, a first or middle one exactly that.
-std::optional<Fault> check_length(const RoceQp& s, std::uint32_t has, std::size_t len) {
-  if (len > s.mtu || ((has & w::kPayload) && !(has & w::kLast) && len != s.mtu))
+std::optional<Fault> check_length(const RoceQp& s, const w::OpInfo& op, std::size_t len) {
+  if (len > s.mtu || (op.has(w::Has::payload) && !op.has(w::Has::last) && len != s.mtu))
     return Fault{Error::message_too_long,
                  "a packet of " + std::to_string(len) + " bytes where the path MTU is " + std::to_string(s.mtu)};
   return std::nullopt;
 }
 
 // rxe's check_op_seq: a message's first packet only between messages, its others only within one.
-std::optional<Fault> check_op_seq(const RoceQp& s, std::uint32_t has) {
-  if (has & w::kFirst) {
+std::optional<Fault> check_op_seq(const RoceQp& s, const w::OpInfo& op) {
+  if (op.has(w::Has::first)) {
     if (s.in_send || s.in_write) return Fault{Error::unexpected_opcode, "a new message before the last one ended"};
-  } else if ((has & w::kSend) && !s.in_send) {
+  } else if (op.has(w::Has::send) && !s.in_send) {
     return Fault{Error::unexpected_opcode, "a Send's middle or last packet without its first"};
-  } else if ((has & w::kWrite) && !s.in_write) {
+  } else if (op.has(w::Has::write) && !s.in_write) {
     return Fault{Error::unexpected_opcode, "an RDMA Write's middle or last packet without its first"};
   }
   return std::nullopt;
@@ -47,23 +47,23 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
   if (!qp_receives(qp.state)) return;
   const Pos psn = extend_psn(s.exp_psn, p.psn);
   if (!check_psn(qp, p, psn)) return;
-  const std::uint32_t has = w::op_info(p.opcode).has;
-  std::optional<Fault> f = check_length(s, has, p.payload.size());
-  if (!f) f = check_op_seq(s, has);
+  const w::OpInfo& op = w::op_info(p.opcode);
+  std::optional<Fault> f = check_length(s, op, p.payload.size());
+  if (!f) f = check_op_seq(s, op);
   if (f) {
     nak(qp, psn, f->error, f->reason);
     return;
   }
-  if (!check_resource(qp, has, psn)) return;
-  if (has & w::kSend) {
-    f = execute_send(qp, p, has, psn);
-  } else if (has & w::kWrite) {
-    f = execute_write(qp, p, has, psn);
-  } else if (has & w::kAtomic) {
+  if (!check_resource(qp, op, psn)) return;
+  if (op.has(w::Has::send)) {
+    f = execute_send(qp, p, op, psn);
+  } else if (op.has(w::Has::write)) {
+    f = execute_write(qp, p, op, psn);
+  } else if (op.has(w::Has::atomic)) {
     if (answer_atomic(qp, p, psn)) s.exp_psn = psn + 1;
     return;
-  } else if (has & w::kRead) {
-    answer_read(qp, psn, p.rkey, p.va, p.dma_len);  // its response acknowledges it
+  } else if (op.has(w::Has::read)) {
+    answer_read(qp, psn, p.reth->rkey, p.reth->va, p.reth->dma_len);  // its response acknowledges it
     return;
   } else {
     f = Fault{Error::unexpected_opcode, std::string(w::op_info(p.opcode).name) + " is not supported yet"};
@@ -103,9 +103,9 @@ bool Roce::check_psn(Qp& qp, const w::Packet& p, Pos psn) {
 // buffer; none there, an RNR NAK (before anything of the packet is placed, so the retry finds
 // everything as it was). False when the packet goes no further (also when taking the posted
 // receives in broke the QP: the hard watermark).
-bool Roce::check_resource(Qp& qp, std::uint32_t has, Pos psn) {
+bool Roce::check_resource(Qp& qp, const w::OpInfo& op, Pos psn) {
   RoceQp& s = st(qp);
-  const bool takes = (has & w::kSend) ? (has & w::kFirst) != 0 : (has & w::kWrite) && (has & w::kImm);
+  const bool takes = op.has(w::Has::send) ? op.has(w::Has::first) : op.has(w::Has::write) && op.has(w::Has::imm);
   if (!takes) return true;
   if (!take_receives_for(qp, s.next_recv_msn)) return false;
   if (recv_buffer_ready(qp, s.next_recv_msn)) return true;
@@ -114,19 +114,19 @@ bool Roce::check_resource(Qp& qp, std::uint32_t has, Pos psn) {
 }
 
 // A Send's packet into the buffer of its message (core's receive queue).
-std::optional<Fault> Roce::execute_send(Qp& qp, const w::Packet& p, std::uint32_t has, Pos psn) {
+std::optional<Fault> Roce::execute_send(Qp& qp, const w::Packet& p, const w::OpInfo& op, Pos psn) {
   RoceQp& s = st(qp);
-  if (has & w::kFirst) {
+  if (op.has(w::Has::first)) {
     s.in_send = true;
     s.send_msn = s.next_recv_msn++;
     s.send_off = 0;
   }
-  if (auto f = place_untagged(ctx_, qp, s.send_msn, s.send_off, p.payload, (has & w::kLast) != 0, p.inv_rkey,
-                              (has & w::kIeth) != 0, psn))
+  if (auto f = place_untagged(ctx_, qp, s.send_msn, s.send_off, p.payload, op.has(w::Has::last), p.inv_rkey.value_or(0),
+                              op.has(w::Has::ieth), psn))
     return f;
   s.send_off += p.payload.size();
-  if (has & w::kImm) set_recv_imm(qp, s.send_msn, p.imm, std::nullopt);
-  if (has & w::kLast) {
+  if (op.has(w::Has::imm)) set_recv_imm(qp, s.send_msn, *p.imm, std::nullopt);
+  if (op.has(w::Has::last)) {
     s.in_send = false;
     s.msn++;
   }
@@ -135,20 +135,20 @@ std::optional<Fault> Roce::execute_send(Qp& qp, const w::Packet& p, std::uint32_
 
 // An RDMA Write's packet where its RETH (on the first) says, after the rkey, bounds and access
 // checks; with Immediate, its last packet completes a receive of its own.
-std::optional<Fault> Roce::execute_write(Qp& qp, const w::Packet& p, std::uint32_t has, Pos psn) {
+std::optional<Fault> Roce::execute_write(Qp& qp, const w::Packet& p, const w::OpInfo& op, Pos psn) {
   RoceQp& s = st(qp);
   const std::size_t len = p.payload.size();
-  if (has & w::kFirst) {
-    if (p.dma_len > ctx_.limits.max_msg_size)
+  if (op.has(w::Has::first)) {
+    if (p.reth->dma_len > ctx_.limits.max_msg_size)
       return Fault{Error::message_too_long, "an RDMA Write longer than the largest message"};
-    if (p.dma_len) {
-      const MrCheck c = ctx_.mrs.check(p.rkey, qp.init.pd, p.va, p.dma_len, Access::remote_write);
+    if (p.reth->dma_len) {
+      const MrCheck c = ctx_.mrs.check(p.reth->rkey, qp.init.pd, p.reth->va, p.reth->dma_len, Access::remote_write);
       if (c != MrCheck::ok) return Fault{tagged_error(c), std::string("RDMA Write: ") + std::string(to_string(c))};
     }
     s.in_write = true;
-    s.write_rkey = p.rkey;
-    s.write_va = p.va;
-    s.write_left = s.write_total = p.dma_len;
+    s.write_rkey = p.reth->rkey;
+    s.write_va = p.reth->va;
+    s.write_left = s.write_total = p.reth->dma_len;
   }
   if (len > s.write_left) return Fault{Error::bad_offset, "RDMA Write data beyond the length its RETH gave"};
   if (len) {
@@ -156,14 +156,14 @@ std::optional<Fault> Roce::execute_write(Qp& qp, const w::Packet& p, std::uint32
   }
   s.write_va += len;
   s.write_left -= len;
-  if (!(has & w::kLast)) return std::nullopt;
+  if (!op.has(w::Has::last)) return std::nullopt;
   if (s.write_left) return Fault{Error::bad_offset, "RDMA Write shorter than the length its RETH gave"};
   s.in_write = false;
   s.msn++;
-  if (has & w::kImm) {
+  if (op.has(w::Has::imm)) {
     const std::uint32_t msn = s.next_recv_msn++;
     if (auto f = place_untagged(ctx_, qp, msn, 0, {}, true, 0, false, psn)) return f;
-    set_recv_imm(qp, msn, p.imm, s.write_total);
+    set_recv_imm(qp, msn, *p.imm, s.write_total);
   }
   return std::nullopt;
 }
@@ -172,7 +172,7 @@ void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
   RoceQp& s = st(qp);
   qp.ctr.rx_duplicates++;
   ctx_.ctr.rx_duplicates++;
-  if (w::op_info(p.opcode).has & w::kAtomic) {
+  if (w::op_info(p.opcode).has(w::Has::atomic)) {
     // An atomic asked again (its ACK was lost): the same answer, not a second execution.
     for (const ReadRes& r : s.reads)
       if (r.atomic && r.first_psn == psn) {
@@ -181,20 +181,20 @@ void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
       }
     return;
   }
-  if (w::op_info(p.opcode).has & w::kRead) {
+  if (w::op_info(p.opcode).has(w::Has::read)) {
     // A Read asked again (its response was lost): answered again from its PSN, if it lies within
     // one we answered (rxe replays the same way). Its RETH is checked again.
     for (const ReadRes& r : s.reads) {
       if (r.atomic || psn < r.first_psn || psn >= r.first_psn + r.npkts) continue;
-      if (p.dma_len) {
-        const MrCheck c = ctx_.mrs.check(p.rkey, qp.init.pd, p.va, p.dma_len, Access::remote_read);
+      if (p.reth->dma_len) {
+        const MrCheck c = ctx_.mrs.check(p.reth->rkey, qp.init.pd, p.reth->va, p.reth->dma_len, Access::remote_read);
         if (c != MrCheck::ok) {
           nak(qp, psn, tagged_error(c), std::string("RDMA Read: ") + std::string(to_string(c)));
           return;
         }
       }
-      const Sge src{p.rkey, p.va, p.dma_len};
-      s.jobs.push_back(ReadJob{psn, p.rkey, 0, p.dma_len, true, ctx_.sgl_pool.make({&src, 1})});
+      const Sge src{p.reth->rkey, p.reth->va, p.reth->dma_len};
+      s.jobs.push_back(ReadJob{psn, p.reth->rkey, 0, p.reth->dma_len, true, ctx_.sgl_pool.make({&src, 1})});
       send_responses(qp);
       return;
     }
@@ -245,8 +245,7 @@ void Roce::send_responses(Qp& qp) {
                                : w::Opcode::read_response_middle;
     p.dest_qpn = s.peer_qpn;
     p.psn = static_cast<std::uint32_t>(j.psn & w::kPsnMask);
-    p.syndrome = w::kAethAck | w::kAethNoCredit;
-    p.msn = s.msn;
+    p.aeth = w::Aeth{w::kAethAck | w::kAethNoCredit, s.msn};
     if (!send_packet(qp, p, j.src, j.off, len, qp.init.pd, /*copy=*/true)) {
       nak(qp, j.psn, Error::local_catastrophic, "an RDMA Read source's registered memory is gone");
       return;
@@ -265,11 +264,11 @@ void Roce::send_responses(Qp& qp) {
 // value found; kept for a duplicate.
 bool Roce::answer_atomic(Qp& qp, const w::Packet& p, Pos psn) {
   RoceQp& s = st(qp);
-  if (p.va % 8 != 0) {
+  if (p.atomic_eth->va % 8 != 0) {
     nak(qp, psn, Error::bad_offset, "an atomic at an address not 8-byte aligned");
     return false;
   }
-  const MrCheck c = ctx_.mrs.check(p.rkey, qp.init.pd, p.va, 8, Access::remote_atomic);
+  const MrCheck c = ctx_.mrs.check(p.atomic_eth->rkey, qp.init.pd, p.atomic_eth->va, 8, Access::remote_atomic);
   if (c != MrCheck::ok) {
     nak(qp, psn, tagged_error(c), std::string("atomic: ") + std::string(to_string(c)));
     return false;
@@ -278,8 +277,8 @@ bool Roce::answer_atomic(Qp& qp, const w::Packet& p, Pos psn) {
     std::uint64_t* at;
     bool cmp;
     std::uint64_t compare, swap_add, orig;
-  } op{reinterpret_cast<std::uint64_t*>(static_cast<std::uintptr_t>(p.va)), p.opcode == w::Opcode::cmp_swap, p.compare,
-       p.swap_add, 0};
+  } op{reinterpret_cast<std::uint64_t*>(static_cast<std::uintptr_t>(p.atomic_eth->va)), p.opcode == w::Opcode::cmp_swap,
+       p.atomic_eth->compare, p.atomic_eth->swap_add, 0};
   const bool ok = run_guarded(
       [](void* v) {
         auto* o = static_cast<Op*>(v);
@@ -310,9 +309,8 @@ void Roce::send_atomic_ack(Qp& qp, Pos psn, std::uint64_t orig) {
   p.opcode = w::Opcode::atomic_ack;
   p.dest_qpn = s.peer_qpn;
   p.psn = static_cast<std::uint32_t>(psn & w::kPsnMask);
-  p.syndrome = w::kAethAck | w::kAethNoCredit;
-  p.msn = s.msn;
-  p.orig = orig;
+  p.aeth = w::Aeth{w::kAethAck | w::kAethNoCredit, s.msn};
+  p.atomic_ack = orig;
   send_packet(qp, p, {}, 0, 0, qp.init.pd);
 }
 
@@ -331,8 +329,7 @@ void Roce::send_ack(Qp& qp, std::uint8_t syndrome, Pos psn) {
   p.opcode = w::Opcode::ack;
   p.dest_qpn = s.peer_qpn;
   p.psn = static_cast<std::uint32_t>(psn & w::kPsnMask);
-  p.syndrome = syndrome;
-  p.msn = s.msn;
+  p.aeth = w::Aeth{syndrome, s.msn};
   send_packet(qp, p, {}, 0, 0, qp.init.pd);
 }
 

@@ -196,7 +196,7 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
   }
   if (p.dest_qpn == w::kGsiQpn) {
     // QP1: connection management MADs (UD, the GSI's Q_Key).
-    if (p.opcode == w::Opcode::ud_send_only && p.qkey == w::kGsiQkey && p.payload.size() >= wire::ibcm::kMadLen)
+    if (p.opcode == w::Opcode::ud_send_only && p.deth->qkey == w::kGsiQkey && p.payload.size() >= wire::ibcm::kMadLen)
       handle_mad(from, p.payload.first(wire::ibcm::kMadLen));
     else
       ctx_.ctr.rx_bad_frames++;
@@ -210,7 +210,7 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
   Qp& qp = *it->second;
   RoceQp& s = st(qp);
   // RC: only the connected peer's packets (address and RC opcodes).
-  if (!s.has_path || from.ip != s.dst.ip || !(w::op_info(p.opcode).has & w::kRc)) {
+  if (!s.has_path || from.ip != s.dst.ip || !w::op_info(p.opcode).has(w::Has::rc)) {
     ctx_.ctr.rx_unknown_qp++;
     return;
   }
@@ -218,7 +218,7 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
   s.heard_at = ctx_.rx_now;
   s.probes = 0;
   if (s.cm == CmState::rep_sent) established(qp);  // the RTU was lost: the first packet says as much
-  if (w::op_info(p.opcode).has & w::kRequest)
+  if (w::op_info(p.opcode).has(w::Has::request))
     on_request(qp, p);
   else
     on_response(qp, p);
@@ -384,6 +384,7 @@ void Roce::keepalive(Qp& qp, Clock::time_point now) {
   p.dest_qpn = s.peer_qpn;
   p.psn = static_cast<std::uint32_t>((s.una_psn - 1) & w::kPsnMask);
   p.ack_req = true;
+  p.reth = w::Reth{};  // zero length: no rkey or address is looked at
   TxHold hold(*this);
   send_packet(qp, p, {}, 0, 0, qp.init.pd);
   s.probes++;

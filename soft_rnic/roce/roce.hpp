@@ -288,9 +288,9 @@ class Roce final : public Transport, public engine::Pollable {
   // responder.cpp
   void on_request(Qp& qp, const wire::roce::Packet& p);
   bool check_psn(Qp& qp, const wire::roce::Packet& p, Pos psn);
-  bool check_resource(Qp& qp, std::uint32_t has, Pos psn);
-  std::optional<Fault> execute_send(Qp& qp, const wire::roce::Packet& p, std::uint32_t has, Pos psn);
-  std::optional<Fault> execute_write(Qp& qp, const wire::roce::Packet& p, std::uint32_t has, Pos psn);
+  bool check_resource(Qp& qp, const wire::roce::OpInfo& op, Pos psn);
+  std::optional<Fault> execute_send(Qp& qp, const wire::roce::Packet& p, const wire::roce::OpInfo& op, Pos psn);
+  std::optional<Fault> execute_write(Qp& qp, const wire::roce::Packet& p, const wire::roce::OpInfo& op, Pos psn);
   void duplicate(Qp& qp, const wire::roce::Packet& p, Pos psn);
   bool answer_read(Qp& qp, Pos psn, std::uint32_t rkey, std::uint64_t va, std::uint32_t len);
   void send_responses(Qp& qp);
@@ -340,7 +340,7 @@ class Roce final : public Transport, public engine::Pollable {
   Clock::duration retry_time() const;
   void made_progress(RoceQp& s);
   void on_response(Qp& qp, const wire::roce::Packet& p);
-  void on_read_response(Qp& qp, const wire::roce::Packet& p, std::uint32_t has, Pos psn);
+  void on_read_response(Qp& qp, const wire::roce::Packet& p, const wire::roce::OpInfo& op, Pos psn);
   void on_atomic_ack(Qp& qp, const wire::roce::Packet& p, Pos psn);
   void on_aeth(Qp& qp, const wire::roce::Packet& p, Pos psn);
   void on_rnr_nak(Qp& qp, std::uint8_t syndrome, Pos psn);

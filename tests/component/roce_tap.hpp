@@ -98,8 +98,7 @@ class RoceTap final : public ForwardingNetdev {
     w::Packet p;
     p.opcode = w::Opcode::ud_send_only;
     p.dest_qpn = w::kGsiQpn;
-    p.qkey = w::kGsiQkey;
-    p.src_qpn = w::kGsiQpn;
+    p.deth = w::Deth{w::kGsiQkey, w::kGsiQpn};
     inject(from, p, mad);
   }
 

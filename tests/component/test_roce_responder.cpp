@@ -82,7 +82,7 @@ struct Responder : ::testing::Test {
     EXPECT_EQ(ack->p.psn, psn);
     EXPECT_EQ(ack->p.dest_qpn, kPeerQpn);
     EXPECT_EQ(ack->to.ip, kPeer.ip);
-    return ack->p.syndrome;
+    return ack->p.aeth ? ack->p.aeth->syndrome : 0xFE;
   }
   // A request refused with `nak`: the QP leaves RTS and tells its consumer.
   void expect_refused(const w::Packet& p, std::vector<std::uint8_t> payload, std::uint8_t nak) {
@@ -130,50 +130,38 @@ TEST_F(Responder, ANewMessageBeforeTheLastEndedIsAnInvalidRequest) {
 
 TEST_F(Responder, AWriteWithAnUnknownRkeyIsARemoteAccessError) {
   w::Packet p = request(w::Opcode::write_only);
-  p.rkey = stag(b.mr) ^ 0x00FF0000;
-  p.va = b.addr();
-  p.dma_len = 64;
+  p.reth = w::Reth{b.addr(), stag(b.mr) ^ 0x00FF0000, 64};
   expect_refused(p, bytes(64), w::kNakRemoteAccess);
 }
 
 TEST_F(Responder, AWriteBeyondItsRegionIsARemoteAccessError) {
   w::Packet p = request(w::Opcode::write_only);
-  p.rkey = stag(b.mr);
-  p.va = b.addr(b.buf.size() - 32);
-  p.dma_len = 64;
+  p.reth = w::Reth{b.addr(b.buf.size() - 32), stag(b.mr), 64};
   expect_refused(p, bytes(64), w::kNakRemoteAccess);
 }
 
 TEST_F(Responder, AWriteToARegionWithoutRemoteWriteIsARemoteAccessError) {
   w::Packet p = request(w::Opcode::write_only);
-  p.rkey = stag(read_only);
-  p.va = addr_of(ro_buf);
-  p.dma_len = 64;
+  p.reth = w::Reth{addr_of(ro_buf), stag(read_only), 64};
   expect_refused(p, bytes(64), w::kNakRemoteAccess);
   EXPECT_EQ(std::count(ro_buf.begin(), ro_buf.end(), 0x5A), static_cast<std::ptrdiff_t>(ro_buf.size()));
 }
 
 TEST_F(Responder, AWriteToAnotherProtectionDomainIsARemoteAccessError) {
   w::Packet p = request(w::Opcode::write_only);
-  p.rkey = stag(elsewhere);
-  p.va = addr_of(other_buf);
-  p.dma_len = 64;
+  p.reth = w::Reth{addr_of(other_buf), stag(elsewhere), 64};
   expect_refused(p, bytes(64), w::kNakRemoteAccess);
 }
 
 TEST_F(Responder, AWriteLongerThanTheLargestMessageIsAnInvalidRequest) {
   w::Packet p = request(w::Opcode::write_first);
-  p.rkey = stag(b.mr);
-  p.va = b.addr();
-  p.dma_len = 0xFFFFFFFF;
+  p.reth = w::Reth{b.addr(), stag(b.mr), 0xFFFFFFFF};
   expect_refused(p, bytes(1024), w::kNakInvalidRequest);
 }
 
 TEST_F(Responder, WriteDataBeyondItsRethLengthIsAnInvalidRequest) {
   w::Packet p = request(w::Opcode::write_only);
-  p.rkey = stag(b.mr);
-  p.va = b.addr();
-  p.dma_len = 8;
+  p.reth = w::Reth{b.addr(), stag(b.mr), 8};
   expect_refused(p, bytes(16), w::kNakInvalidRequest);
 }
 
@@ -183,34 +171,25 @@ TEST_F(Responder, AWriteLastWithoutItsFirstIsAnInvalidRequest) {
 
 TEST_F(Responder, AReadWithAnUnknownRkeyIsARemoteAccessError) {
   w::Packet p = request(w::Opcode::read_request);
-  p.rkey = stag(b.mr) ^ 0x00FF0000;
-  p.va = b.addr();
-  p.dma_len = 64;
+  p.reth = w::Reth{b.addr(), stag(b.mr) ^ 0x00FF0000, 64};
   expect_refused(p, {}, w::kNakRemoteAccess);
 }
 
 TEST_F(Responder, AReadLargerThanTheLargestMessageIsAnInvalidRequest) {
   w::Packet p = request(w::Opcode::read_request);
-  p.rkey = stag(b.mr);
-  p.va = b.addr();
-  p.dma_len = 0xFFFFFFFF;
+  p.reth = w::Reth{b.addr(), stag(b.mr), 0xFFFFFFFF};
   expect_refused(p, {}, w::kNakInvalidRequest);
 }
 
 TEST_F(Responder, AMisalignedAtomicIsAnInvalidRequest) {
   w::Packet p = request(w::Opcode::fetch_add);
-  p.rkey = stag(b.mr);
-  p.va = b.addr(4);
-  p.swap_add = 1;
+  p.atomic_eth = w::AtomicEth{b.addr(4), stag(b.mr), 1, 0};
   expect_refused(p, {}, w::kNakInvalidRequest);
 }
 
 TEST_F(Responder, AnAtomicOnARegionWithoutAtomicAccessIsARemoteAccessError) {
   w::Packet p = request(w::Opcode::cmp_swap);
-  p.rkey = stag(b.mr);  // local write, remote read and write: no remote atomic
-  p.va = b.addr(8);
-  p.compare = 0;
-  p.swap_add = 7;
+  p.atomic_eth = w::AtomicEth{b.addr(8), stag(b.mr), 7, 0};  // local write, remote read and write: no remote atomic
   expect_refused(p, {}, w::kNakRemoteAccess);
 }
 

@@ -153,7 +153,7 @@ Offsets offsets_of(const RefOp& o) {
   return f;
 }
 
-// The fields of an accepted packet are the wire's; those its opcode does not carry stay zero.
+// The fields of an accepted packet are the wire's; the headers its opcode does not carry are absent.
 void check_fields(std::span<const std::uint8_t> b, const r::Packet& p) {
   const RefOp& o = kRef[b[0]];
   const Offsets f = offsets_of(o);
@@ -166,21 +166,30 @@ void check_fields(std::span<const std::uint8_t> b, const r::Packet& p) {
   FUZZ_CHECK(p.ack_req == ((b[8] & 0x80) != 0));
   FUZZ_CHECK(p.psn == be24(b.data() + 9));
   const std::uint8_t* d = b.data();
-  FUZZ_CHECK(p.qkey == (f.deth ? be32(d + f.deth) : 0));
-  FUZZ_CHECK(p.src_qpn == (f.deth ? be24(d + f.deth + 5) : 0));
-  const std::size_t va_at = f.reth ? f.reth : f.atomic;
-  FUZZ_CHECK(p.va == (va_at ? be64(d + va_at) : 0));
-  FUZZ_CHECK(p.rkey == (va_at ? be32(d + va_at + 8) : 0));
-  FUZZ_CHECK(p.dma_len == (f.reth ? be32(d + f.reth + 12) : 0));
-  FUZZ_CHECK(p.swap_add == (f.atomic ? be64(d + f.atomic + 12) : 0));
-  FUZZ_CHECK(p.compare == (f.atomic ? be64(d + f.atomic + 20) : 0));
-  FUZZ_CHECK(p.syndrome == (f.aeth ? d[f.aeth] : 0));
-  FUZZ_CHECK(p.msn == (f.aeth ? be24(d + f.aeth + 1) : 0));
-  FUZZ_CHECK(p.orig == (f.atomic_ack ? be64(d + f.atomic_ack) : 0));
-  std::uint32_t imm = 0;
-  if (f.imm) std::memcpy(&imm, d + f.imm, 4);
-  FUZZ_CHECK(p.imm == imm);
-  FUZZ_CHECK(p.inv_rkey == (f.ieth ? be32(d + f.ieth) : 0));
+  FUZZ_CHECK(p.deth.has_value() == (f.deth != 0));
+  if (p.deth) FUZZ_CHECK(p.deth->qkey == be32(d + f.deth) && p.deth->src_qpn == be24(d + f.deth + 5));
+  FUZZ_CHECK(p.reth.has_value() == (f.reth != 0));
+  if (p.reth) {
+    FUZZ_CHECK(p.reth->va == be64(d + f.reth) && p.reth->rkey == be32(d + f.reth + 8) &&
+               p.reth->dma_len == be32(d + f.reth + 12));
+  }
+  FUZZ_CHECK(p.atomic_eth.has_value() == (f.atomic != 0));
+  if (p.atomic_eth) {
+    FUZZ_CHECK(p.atomic_eth->va == be64(d + f.atomic) && p.atomic_eth->rkey == be32(d + f.atomic + 8) &&
+               p.atomic_eth->swap_add == be64(d + f.atomic + 12) && p.atomic_eth->compare == be64(d + f.atomic + 20));
+  }
+  FUZZ_CHECK(p.aeth.has_value() == (f.aeth != 0));
+  if (p.aeth) FUZZ_CHECK(p.aeth->syndrome == d[f.aeth] && p.aeth->msn == be24(d + f.aeth + 1));
+  FUZZ_CHECK(p.atomic_ack.has_value() == (f.atomic_ack != 0));
+  if (p.atomic_ack) FUZZ_CHECK(*p.atomic_ack == be64(d + f.atomic_ack));
+  FUZZ_CHECK(p.imm.has_value() == (f.imm != 0));
+  if (p.imm) {
+    std::uint32_t imm = 0;
+    std::memcpy(&imm, d + f.imm, 4);
+    FUZZ_CHECK(*p.imm == imm);
+  }
+  FUZZ_CHECK(p.inv_rkey.has_value() == (f.ieth != 0));
+  if (p.inv_rkey) FUZZ_CHECK(*p.inv_rkey == be32(d + f.ieth));
   // Header, payload, pad, ICRC: the whole packet, in that order.
   FUZZ_CHECK(p.payload.data() == d + f.end);
   FUZZ_CHECK(f.end + p.payload.size() + p.pad + r::kIcrcLen == b.size());
@@ -189,9 +198,9 @@ void check_fields(std::span<const std::uint8_t> b, const r::Packet& p) {
 bool same_fields(const r::Packet& a, const r::Packet& b) {
   return a.opcode == b.opcode && a.solicited == b.solicited && a.mig_req == b.mig_req && a.pad == b.pad &&
          a.pkey == b.pkey && a.fecn == b.fecn && a.becn == b.becn && a.dest_qpn == b.dest_qpn &&
-         a.ack_req == b.ack_req && a.psn == b.psn && a.va == b.va && a.rkey == b.rkey && a.dma_len == b.dma_len &&
-         a.swap_add == b.swap_add && a.compare == b.compare && a.syndrome == b.syndrome && a.msn == b.msn &&
-         a.orig == b.orig && a.imm == b.imm && a.inv_rkey == b.inv_rkey && a.qkey == b.qkey && a.src_qpn == b.src_qpn;
+         a.ack_req == b.ack_req && a.psn == b.psn && a.deth == b.deth && a.reth == b.reth &&
+         a.atomic_eth == b.atomic_eth && a.aeth == b.aeth && a.atomic_ack == b.atomic_ack && a.imm == b.imm &&
+         a.inv_rkey == b.inv_rkey;
 }
 
 constexpr std::uint8_t kCanary = 0xA5;
@@ -270,18 +279,15 @@ void check_built_from_fields(Source src) {
   p.pkey = static_cast<std::uint16_t>(src.u32());
   p.dest_qpn = src.u32();
   p.psn = src.u32();
-  p.va = src.u64();
-  p.rkey = src.u32();
-  p.dma_len = src.u32();
-  p.swap_add = src.u64();
-  p.compare = src.u64();
-  p.syndrome = src.u8();
-  p.msn = src.u32();
-  p.orig = src.u64();
+  const std::uint64_t va = src.u64();
+  const std::uint32_t rkey = src.u32();
+  p.reth = r::Reth{va, rkey, src.u32()};
+  p.atomic_eth = r::AtomicEth{va, rkey, src.u64(), src.u64()};
+  p.aeth = r::Aeth{src.u8(), src.u32()};
+  p.atomic_ack = src.u64();
   p.imm = src.u32();
   p.inv_rkey = src.u32();
-  p.qkey = src.u32();
-  p.src_qpn = src.u32();
+  p.deth = r::Deth{src.u32(), src.u32()};
   const RefOp& o = kRef[op];
   const std::size_t payload_len = o.payload ? src.u8() % 64 : 0;
   std::array<std::uint8_t, r::kMaxHeaderLen> hdr;
@@ -312,24 +318,11 @@ void check_built_from_fields(Source src) {
   w.dest_qpn = p.dest_qpn & 0xFFFFFF;
   w.ack_req = p.ack_req;
   w.psn = p.psn & 0xFFFFFF;
-  if (f.deth) {
-    w.qkey = p.qkey;
-    w.src_qpn = p.src_qpn & 0xFFFFFF;
-  }
-  if (f.reth || f.atomic) {
-    w.va = p.va;
-    w.rkey = p.rkey;
-  }
-  if (f.reth) w.dma_len = p.dma_len;
-  if (f.atomic) {
-    w.swap_add = p.swap_add;
-    w.compare = p.compare;
-  }
-  if (f.aeth) {
-    w.syndrome = p.syndrome;
-    w.msn = p.msn & 0xFFFFFF;
-  }
-  if (f.atomic_ack) w.orig = p.orig;
+  if (f.deth) w.deth = r::Deth{p.deth->qkey, p.deth->src_qpn & 0xFFFFFF};
+  if (f.reth) w.reth = p.reth;
+  if (f.atomic) w.atomic_eth = p.atomic_eth;
+  if (f.aeth) w.aeth = r::Aeth{p.aeth->syndrome, p.aeth->msn & 0xFFFFFF};
+  if (f.atomic_ack) w.atomic_ack = p.atomic_ack;
   if (f.imm) w.imm = p.imm;
   if (f.ieth) w.inv_rkey = p.inv_rkey;
   FUZZ_CHECK(same_fields(q, w));
@@ -496,7 +489,7 @@ void check_tables_once() {
       FUZZ_CHECK_MSG(i.valid() == kRef[op].valid, "opcode 0x%02x", op);
       if (!i.valid()) continue;
       FUZZ_CHECK_MSG(i.header_len == ref_header_len(kRef[op]), "opcode 0x%02x header length %u", op, i.header_len);
-      FUZZ_CHECK_MSG(((i.has & r::kPayload) != 0) == kRef[op].payload, "opcode 0x%02x payload", op);
+      FUZZ_CHECK_MSG(i.has(r::Has::payload) == kRef[op].payload, "opcode 0x%02x payload", op);
       FUZZ_CHECK(!i.name.empty());
     }
     return true;

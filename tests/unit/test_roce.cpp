@@ -84,7 +84,7 @@ TEST(Roce, CapturesParseVerifyAndRebuild) {
       want[4] &= 0xC0;
       EXPECT_EQ(std::vector<std::uint8_t>(hdr.begin(), hdr.begin() + static_cast<std::ptrdiff_t>(n)), want);
       EXPECT_EQ(f.payload.size(), n + p.payload.size() + p.pad + kIcrcLen);
-      if (op_info(p.opcode).has & kPayload) {
+      if (op_info(p.opcode).has(Has::payload)) {
         EXPECT_EQ(p.pad, pad_of(p.payload.size()));
       }
       // Rebuilt whole (headers, payload, pad, our ICRC): the captured packet.
@@ -130,15 +130,15 @@ TEST(Roce, RxeWireFacts) {
       EXPECT_TRUE(from_qp) << "source port " << f.sport;
       ++sport_checked;
     }
-    const auto has = op_info(p.opcode).has;
-    if (has & kWrite) {
+    const OpInfo& op = op_info(p.opcode);
+    if (op.has(Has::write)) {
       ++writes;
-      if (!(has & kLast)) {
+      if (!op.has(Has::last)) {
         EXPECT_EQ(p.payload.size(), 1024u);  // path MTU 1024 on a 1500-byte link
         EXPECT_EQ(p.pad, 0);
       }
       if (p.opcode == Opcode::write_middle) ++middles;
-      if (has & kLast) {
+      if (op.has(Has::last)) {
         EXPECT_TRUE(p.ack_req);
       }
     }
@@ -163,8 +163,9 @@ TEST(Roce, RxeWireFacts) {
     if (p.opcode != Opcode::ud_send_only) continue;
     ++mads;
     EXPECT_EQ(p.dest_qpn, kGsiQpn);
-    EXPECT_EQ(p.src_qpn, kGsiQpn);
-    EXPECT_EQ(p.qkey, kGsiQkey);
+    ASSERT_TRUE(p.deth);
+    EXPECT_EQ(p.deth->src_qpn, kGsiQpn);
+    EXPECT_EQ(p.deth->qkey, kGsiQkey);
     EXPECT_EQ(f.sport, source_port_of(kGsiQpn));
   }
   EXPECT_GE(mads, 5u);  // REQ, REP, RTU, DREQ, DREP
@@ -189,13 +190,15 @@ TEST(Roce, IcrcDetectsEveryBitFlipAndMasksWhatTheSpecMasks) {
   p.dest_qpn = 0x123456;
   p.psn = 0xABCDEF;
   p.ack_req = true;
-  p.va = 0x1122334455667788;
-  p.rkey = 0xCAFEBABE;
-  p.dma_len = 5;
+  p.reth = Reth{0x1122334455667788, 0xCAFEBABE, 5};
   p.imm = 0x04030201;
   std::array<std::uint8_t, kMaxHeaderLen> hdr{};
   const std::size_t n = build_headers(p, 5, hdr);
   ASSERT_EQ(n, kBthLen + kRethLen + kImmLen);
+  Packet without_reth = p;
+  without_reth.reth.reset();
+  EXPECT_EQ(build_headers(without_reth, 5, hdr), 0u) << "an RDMA WRITE Only without its RETH is not built";
+  ASSERT_EQ(build_headers(p, 5, hdr), n);
   std::vector<std::uint8_t> pkt(hdr.begin(), hdr.begin() + static_cast<std::ptrdiff_t>(n));
   for (int b = 1; b <= 5; ++b) pkt.push_back(static_cast<std::uint8_t>(b));
   pkt.insert(pkt.end(), 3, 0);  // pad
@@ -210,10 +213,14 @@ TEST(Roce, IcrcDetectsEveryBitFlipAndMasksWhatTheSpecMasks) {
   EXPECT_EQ(q.dest_qpn, p.dest_qpn);
   EXPECT_EQ(q.psn, p.psn);
   EXPECT_TRUE(q.ack_req);
-  EXPECT_EQ(q.va, p.va);
-  EXPECT_EQ(q.rkey, p.rkey);
-  EXPECT_EQ(q.dma_len, p.dma_len);
+  ASSERT_TRUE(q.reth);
+  EXPECT_EQ(q.reth->va, p.reth->va);
+  EXPECT_EQ(q.reth->rkey, p.reth->rkey);
+  EXPECT_EQ(q.reth->dma_len, p.reth->dma_len);
   EXPECT_EQ(q.imm, p.imm);
+  EXPECT_FALSE(q.aeth) << "no header the opcode does not carry";
+  EXPECT_FALSE(q.atomic_eth);
+  EXPECT_FALSE(q.inv_rkey);
   EXPECT_EQ(q.pad, 3);
   EXPECT_EQ(q.payload.size(), 5u);
   // The same packet split in pieces anywhere (a header in one, payload from memory in another).

@@ -4,6 +4,7 @@
 #include <isa-l/crc.h>
 #include <zlib.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "softrnic/wire/be.hpp"
@@ -16,61 +17,43 @@ namespace softrnic::wire::roce {
 
 namespace {
 
-std::uint16_t get16(const std::uint8_t* p) {
-  return static_cast<std::uint16_t>(p[0] << 8 | p[1]);
-}
-std::uint32_t get24(const std::uint8_t* p) {
-  return static_cast<std::uint32_t>(p[0]) << 16 | static_cast<std::uint32_t>(p[1]) << 8 | p[2];
-}
-std::uint32_t get32(const std::uint8_t* p) {
-  return static_cast<std::uint32_t>(get16(p)) << 16 | get16(p + 2);
-}
-std::uint64_t get64(const std::uint8_t* p) {
-  return static_cast<std::uint64_t>(get32(p)) << 32 | get32(p + 4);
-}
-void put16(std::uint8_t* p, std::uint16_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 8);
-  p[1] = static_cast<std::uint8_t>(v);
-}
-void put24(std::uint8_t* p, std::uint32_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 16);
-  p[1] = static_cast<std::uint8_t>(v >> 8);
-  p[2] = static_cast<std::uint8_t>(v);
-}
-void put32(std::uint8_t* p, std::uint32_t v) {
-  put16(p, static_cast<std::uint16_t>(v >> 16));
-  put16(p + 2, static_cast<std::uint16_t>(v));
-}
-void put64(std::uint8_t* p, std::uint64_t v) {
-  put32(p, static_cast<std::uint32_t>(v >> 32));
-  put32(p + 4, static_cast<std::uint32_t>(v));
-}
-
 constexpr std::uint32_t kRnrTimerUs[32] = {
     655360, 10,   20,   30,   40,    60,    80,    120,   160,   240,   320,   480,    640,    960,    1280,   1920,
     2560,   3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
 
-// The masked LRH, IPv4 header and UDP header the ICRC starts with (IBTA annex A17.3.3).
-constexpr std::size_t kPrefixLen = 8 + 20 + 8;
-constexpr std::size_t kIpIdOffset = 8 + 4;
-void icrc_prefix(const IcrcAddr& a, std::size_t udp_payload_len, std::uint8_t (&b)[kPrefixLen]) {
-  std::memset(b, 0xFF, 8);
-  std::uint8_t* ip = b + 8;
-  ip[0] = 0x45;
-  ip[1] = 0xFF;  // TOS
-  put16(ip + 2, static_cast<std::uint16_t>(20 + 8 + udp_payload_len));
-  put16(ip + 4, a.ip_id);
-  put16(ip + 6, a.frag_off);
-  ip[8] = 0xFF;  // TTL
-  ip[9] = 17;
-  put16(ip + 10, 0xFFFF);  // header checksum
-  put32(ip + 12, a.src_ip);
-  put32(ip + 16, a.dst_ip);
-  std::uint8_t* udp = ip + 20;
-  put16(udp, a.sport);
-  put16(udp + 2, a.dport);
-  put16(udp + 4, static_cast<std::uint16_t>(8 + udp_payload_len));
-  put16(udp + 6, 0xFFFF);  // checksum
+// The masked LRH, IPv4 header and UDP header the ICRC starts with (IBTA annex A17.3.3): the
+// masked fields (LRH, TOS, TTL, the checksums) all ones.
+struct IcrcPrefix {
+  std::array<std::uint8_t, 8> lrh;
+  std::uint8_t ver_ihl, tos;
+  Be16 total_len, id, frag_off;
+  std::uint8_t ttl, protocol;
+  Be16 ip_checksum;
+  Be32 src, dst;
+  Be16 sport, dport, udp_len, udp_checksum;
+};
+static_assert(sizeof(IcrcPrefix) == 8 + 20 + 8);
+constexpr std::size_t kPrefixLen = sizeof(IcrcPrefix);
+constexpr std::size_t kIpIdOffset = offsetof(IcrcPrefix, id);
+
+IcrcPrefix icrc_prefix(const IcrcAddr& a, std::size_t udp_payload_len) {
+  IcrcPrefix h{};
+  h.lrh.fill(0xFF);
+  h.ver_ihl = 0x45;
+  h.tos = 0xFF;
+  h.total_len.set(static_cast<std::uint16_t>(20 + 8 + udp_payload_len));
+  h.id.set(a.ip_id);
+  h.frag_off.set(a.frag_off);
+  h.ttl = 0xFF;
+  h.protocol = 17;
+  h.ip_checksum.set(0xFFFF);
+  h.src.set(a.src_ip);
+  h.dst.set(a.dst_ip);
+  h.sport.set(a.sport);
+  h.dport.set(a.dport);
+  h.udp_len.set(static_cast<std::uint16_t>(8 + udp_payload_len));
+  h.udp_checksum.set(0xFFFF);
+  return h;
 }
 
 #if defined(__x86_64__)
@@ -123,6 +106,103 @@ std::string_view to_string(ParseError e) {
   return "?";
 }
 
+namespace {
+
+// Reads the header at `at` and moves past it.
+template <class H>
+H take(const std::uint8_t*& at) {
+  H h;
+  std::memcpy(&h, at, sizeof h);
+  at += sizeof h;
+  return h;
+}
+template <class H>
+void put(std::uint8_t*& at, const H& h) {
+  std::memcpy(at, &h, sizeof h);
+  at += sizeof h;
+}
+
+void parse_bth(const BthHdr& h, Packet& p) {
+  p.opcode = static_cast<Opcode>(h.opcode);
+  p.solicited = (h.se_m_pad_tver & 0x80) != 0;
+  p.mig_req = (h.se_m_pad_tver & 0x40) != 0;
+  p.pad = static_cast<std::uint8_t>((h.se_m_pad_tver >> 4) & 3);
+  p.pkey = h.pkey.get();
+  p.fecn = (h.fecn_becn & 0x80) != 0;
+  p.becn = (h.fecn_becn & 0x40) != 0;
+  p.dest_qpn = h.dest_qpn.get();
+  p.ack_req = (h.ack_req & 0x80) != 0;
+  p.psn = h.psn.get();
+}
+
+// The extended headers in the table's order (the order build_extended writes them).
+void parse_extended(const OpInfo& info, const std::uint8_t* at, Packet& p) {
+  if (info.has(Has::deth)) {
+    const auto h = take<DethHdr>(at);
+    p.deth = Deth{h.qkey.get(), h.src_qpn.get()};
+  }
+  if (info.has(Has::reth)) {
+    const auto h = take<RethHdr>(at);
+    p.reth = Reth{h.va.get(), h.rkey.get(), h.dma_len.get()};
+  }
+  if (info.has(Has::atomic_eth)) {
+    const auto h = take<AtomicEthHdr>(at);
+    p.atomic_eth = AtomicEth{h.va.get(), h.rkey.get(), h.swap_add.get(), h.compare.get()};
+  }
+  if (info.has(Has::aeth)) {
+    const auto h = take<AethHdr>(at);
+    p.aeth = Aeth{h.syndrome, h.msn.get()};
+  }
+  if (info.has(Has::atomic_ack)) p.atomic_ack = take<AtomicAckHdr>(at).orig.get();
+  if (info.has(Has::imm)) {
+    std::uint32_t v;
+    std::memcpy(&v, take<ImmHdr>(at).imm.data(), sizeof v);
+    p.imm = v;
+  }
+  if (info.has(Has::ieth)) p.inv_rkey = take<IethHdr>(at).rkey.get();
+}
+
+BthHdr make_bth(const Packet& p, std::size_t payload_len) {
+  BthHdr h{};
+  h.opcode = static_cast<std::uint8_t>(p.opcode);
+  h.se_m_pad_tver = static_cast<std::uint8_t>((p.solicited ? 0x80 : 0) | (p.mig_req ? 0x40 : 0) |
+                                              pad_of(payload_len) << 4 | kTransportVersion);
+  h.pkey.set(p.pkey);
+  h.fecn_becn = static_cast<std::uint8_t>((p.fecn ? 0x80 : 0) | (p.becn ? 0x40 : 0));
+  h.dest_qpn.set(p.dest_qpn);
+  h.ack_req = p.ack_req ? 0x80 : 0;
+  h.psn.set(p.psn);
+  return h;
+}
+
+// Whether the packet holds every extended header its opcode carries.
+bool complete(const OpInfo& info, const Packet& p) {
+  return (!info.has(Has::deth) || p.deth) && (!info.has(Has::reth) || p.reth) &&
+         (!info.has(Has::atomic_eth) || p.atomic_eth) && (!info.has(Has::aeth) || p.aeth) &&
+         (!info.has(Has::atomic_ack) || p.atomic_ack) && (!info.has(Has::imm) || p.imm) &&
+         (!info.has(Has::ieth) || p.inv_rkey);
+}
+
+void build_extended(const OpInfo& info, const Packet& p, std::uint8_t* at) {
+  if (info.has(Has::deth)) put(at, DethHdr{Be32(p.deth->qkey), 0, Be24(p.deth->src_qpn)});
+  if (info.has(Has::reth)) put(at, RethHdr{Be64(p.reth->va), Be32(p.reth->rkey), Be32(p.reth->dma_len)});
+  if (info.has(Has::atomic_eth)) {
+    const AtomicEth& a = *p.atomic_eth;
+    put(at, AtomicEthHdr{Be64(a.va), Be32(a.rkey), Be64(a.swap_add), Be64(a.compare)});
+  }
+  if (info.has(Has::aeth)) put(at, AethHdr{p.aeth->syndrome, Be24(p.aeth->msn)});
+  if (info.has(Has::atomic_ack)) put(at, AtomicAckHdr{Be64(*p.atomic_ack)});
+  if (info.has(Has::imm)) {
+    ImmHdr h;
+    std::memcpy(h.imm.data(), &*p.imm, sizeof h.imm);
+    put(at, h);
+  }
+  if (info.has(Has::ieth)) put(at, IethHdr{Be32(*p.inv_rkey)});
+  if (info.has(Has::cnp)) put(at, CnpHdr{});
+}
+
+}  // namespace
+
 ParseError parse(std::span<const std::uint8_t> b, Packet& out) {
   if (b.size() < kBthLen + kIcrcLen) return ParseError::too_short;
   const OpInfo& info = kOps[b[0]];
@@ -130,54 +210,11 @@ ParseError parse(std::span<const std::uint8_t> b, Packet& out) {
   if ((b[1] & 0x0F) != kTransportVersion) return ParseError::bad_version;
   if (b.size() < info.header_len + kIcrcLen) return ParseError::too_short;
   Packet p;
-  p.opcode = static_cast<Opcode>(b[0]);
-  p.solicited = (b[1] & 0x80) != 0;
-  p.mig_req = (b[1] & 0x40) != 0;
-  p.pad = static_cast<std::uint8_t>((b[1] >> 4) & 3);
-  p.pkey = get16(&b[2]);
-  p.fecn = (b[4] & 0x80) != 0;
-  p.becn = (b[4] & 0x40) != 0;
-  p.dest_qpn = get24(&b[5]);
-  p.ack_req = (b[8] & 0x80) != 0;
-  p.psn = get24(&b[9]);
-  const std::uint8_t* h = b.data() + kBthLen;
-  if (info.has & kDeth) {
-    p.qkey = get32(h);
-    p.src_qpn = get24(h + 5);
-    h += kDethLen;
-  }
-  if (info.has & kReth) {
-    p.va = get64(h);
-    p.rkey = get32(h + 8);
-    p.dma_len = get32(h + 12);
-    h += kRethLen;
-  }
-  if (info.has & kAtomicEth) {
-    p.va = get64(h);
-    p.rkey = get32(h + 8);
-    p.swap_add = get64(h + 12);
-    p.compare = get64(h + 20);
-    h += kAtomicEthLen;
-  }
-  if (info.has & kAeth) {
-    p.syndrome = h[0];
-    p.msn = get24(h + 1);
-    h += kAethLen;
-  }
-  if (info.has & kAtomicAck) {
-    p.orig = get64(h);
-    h += kAtomicAckLen;
-  }
-  if (info.has & kImm) {
-    std::memcpy(&p.imm, h, 4);
-    h += kImmLen;
-  }
-  if (info.has & kIeth) {
-    p.inv_rkey = get32(h);
-    h += kIethLen;
-  }
+  const std::uint8_t* at = b.data();
+  parse_bth(take<BthHdr>(at), p);
+  parse_extended(info, at, p);
   const std::size_t body = b.size() - info.header_len - kIcrcLen;
-  if (p.pad > body || (p.pad && !(info.has & kPayload))) return ParseError::bad_pad;
+  if (p.pad > body || (p.pad && !info.has(Has::payload))) return ParseError::bad_pad;
   p.payload = b.subspan(info.header_len, body - p.pad);
   out = p;
   return ParseError::ok;
@@ -185,63 +222,18 @@ ParseError parse(std::span<const std::uint8_t> b, Packet& out) {
 
 std::size_t build_headers(const Packet& p, std::size_t payload_len, std::span<std::uint8_t, kMaxHeaderLen> out) {
   const OpInfo& info = op_info(p.opcode);
-  if (!info.valid()) return 0;
-  std::uint8_t* b = out.data();
-  b[0] = static_cast<std::uint8_t>(p.opcode);
-  b[1] = static_cast<std::uint8_t>((p.solicited ? 0x80 : 0) | (p.mig_req ? 0x40 : 0) | pad_of(payload_len) << 4 |
-                                   kTransportVersion);
-  put16(b + 2, p.pkey);
-  b[4] = static_cast<std::uint8_t>((p.fecn ? 0x80 : 0) | (p.becn ? 0x40 : 0));
-  put24(b + 5, p.dest_qpn & kQpnMask);
-  b[8] = p.ack_req ? 0x80 : 0;
-  put24(b + 9, p.psn & kPsnMask);
-  std::uint8_t* h = b + kBthLen;
-  if (info.has & kDeth) {
-    put32(h, p.qkey);
-    h[4] = 0;
-    put24(h + 5, p.src_qpn & kQpnMask);
-    h += kDethLen;
-  }
-  if (info.has & kReth) {
-    put64(h, p.va);
-    put32(h + 8, p.rkey);
-    put32(h + 12, p.dma_len);
-    h += kRethLen;
-  }
-  if (info.has & kAtomicEth) {
-    put64(h, p.va);
-    put32(h + 8, p.rkey);
-    put64(h + 12, p.swap_add);
-    put64(h + 20, p.compare);
-    h += kAtomicEthLen;
-  }
-  if (info.has & kAeth) {
-    h[0] = p.syndrome;
-    put24(h + 1, p.msn & 0xFFFFFF);
-    h += kAethLen;
-  }
-  if (info.has & kAtomicAck) {
-    put64(h, p.orig);
-    h += kAtomicAckLen;
-  }
-  if (info.has & kImm) {
-    std::memcpy(h, &p.imm, 4);
-    h += kImmLen;
-  }
-  if (info.has & kIeth) {
-    put32(h, p.inv_rkey);
-    h += kIethLen;
-  }
-  if (info.has & kCnp) std::memset(h, 0, kCnpLen);
+  if (!info.valid() || !complete(info, p)) return 0;
+  std::uint8_t* at = out.data();
+  put(at, make_bth(p, payload_len));
+  build_extended(info, p, at);
   return info.header_len;
 }
 
 std::uint32_t icrc(const IcrcAddr& a, std::span<const std::span<const std::uint8_t>> pieces) {
   std::size_t len = 0;
   for (auto piece : pieces) len += piece.size();
-  std::uint8_t prefix[kPrefixLen];
-  icrc_prefix(a, len + kIcrcLen, prefix);
-  std::uint32_t crc = crc_update(0, prefix, kPrefixLen);
+  const IcrcPrefix prefix = icrc_prefix(a, len + kIcrcLen);
+  std::uint32_t crc = crc_update(0, reinterpret_cast<const std::uint8_t*>(&prefix), kPrefixLen);
   std::size_t total = 0;
   return crc_body(crc, pieces, total);
 }

@@ -10,8 +10,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
+
+#include "softrnic/wire/be.hpp"
 
 namespace softrnic::wire::roce {
 
@@ -24,16 +27,61 @@ inline constexpr std::uint32_t kGsiQkey = 0x80010000u;  // the GSI's well-known 
 inline constexpr std::size_t kIcrcLen = 4;
 inline constexpr std::uint8_t kTransportVersion = 0;
 
-// Header lengths.
-inline constexpr std::size_t kBthLen = 12;
-inline constexpr std::size_t kRethLen = 16;
-inline constexpr std::size_t kAethLen = 4;
-inline constexpr std::size_t kImmLen = 4;
-inline constexpr std::size_t kIethLen = 4;
-inline constexpr std::size_t kAtomicEthLen = 28;
-inline constexpr std::size_t kAtomicAckLen = 8;
-inline constexpr std::size_t kDethLen = 8;
-inline constexpr std::size_t kCnpLen = 16;
+// The headers as they sit on the wire (network order; Be24 for the 24-bit QPNs, PSNs, MSNs).
+struct BthHdr {
+  std::uint8_t opcode;
+  std::uint8_t se_m_pad_tver;  // SE(1) MigReq(1) PadCnt(2) TVer(4)
+  Be16 pkey;
+  std::uint8_t fecn_becn;  // FECN(1) BECN(1) reserved(6)
+  Be24 dest_qpn;
+  std::uint8_t ack_req;  // AckReq(1) reserved(7)
+  Be24 psn;
+};
+struct DethHdr {
+  Be32 qkey;
+  std::uint8_t reserved;
+  Be24 src_qpn;
+};
+struct RethHdr {
+  Be64 va;
+  Be32 rkey;
+  Be32 dma_len;
+};
+struct AtomicEthHdr {
+  Be64 va;
+  Be32 rkey;
+  Be64 swap_add;
+  Be64 compare;
+};
+struct AethHdr {
+  std::uint8_t syndrome;
+  Be24 msn;
+};
+struct AtomicAckHdr {
+  Be64 orig;
+};
+struct ImmHdr {
+  std::array<std::uint8_t, 4> imm;  // opaque: kept in network order
+};
+struct IethHdr {
+  Be32 rkey;
+};
+struct CnpHdr {
+  std::array<std::uint8_t, 16> reserved;
+};
+
+inline constexpr std::size_t kBthLen = sizeof(BthHdr);
+inline constexpr std::size_t kRethLen = sizeof(RethHdr);
+inline constexpr std::size_t kAethLen = sizeof(AethHdr);
+inline constexpr std::size_t kImmLen = sizeof(ImmHdr);
+inline constexpr std::size_t kIethLen = sizeof(IethHdr);
+inline constexpr std::size_t kAtomicEthLen = sizeof(AtomicEthHdr);
+inline constexpr std::size_t kAtomicAckLen = sizeof(AtomicAckHdr);
+inline constexpr std::size_t kDethLen = sizeof(DethHdr);
+inline constexpr std::size_t kCnpLen = sizeof(CnpHdr);
+// IBTA vol. 1 9.2 and 9.3: each header's length.
+static_assert(kBthLen == 12 && kDethLen == 8 && kRethLen == 16 && kAtomicEthLen == 28 && kAethLen == 4 &&
+              kAtomicAckLen == 8 && kImmLen == 4 && kIethLen == 4 && kCnpLen == 16);
 inline constexpr std::size_t kMaxHeaderLen = kBthLen + kDethLen + kAtomicEthLen;  // the longest opcode's
 
 enum class Opcode : std::uint8_t {
@@ -66,83 +114,100 @@ enum class Opcode : std::uint8_t {
 };
 
 // What an opcode's packet carries and what it is (rxe's RXE_*_MASK).
-enum Has : std::uint32_t {
-  kReth = 1u << 0,
-  kAeth = 1u << 1,
-  kImm = 1u << 2,
-  kIeth = 1u << 3,
-  kAtomicEth = 1u << 4,
-  kAtomicAck = 1u << 5,
-  kDeth = 1u << 6,
-  kPayload = 1u << 7,
-  kRequest = 1u << 8,   // requester to responder
-  kResponse = 1u << 9,  // responder to requester (ACK, Read Response, Atomic ACK)
-  kSend = 1u << 10,
-  kWrite = 1u << 11,
-  kRead = 1u << 12,
-  kAtomic = 1u << 13,
-  kFirst = 1u << 14,  // a message's first packet (FIRST or ONLY)
-  kLast = 1u << 15,   // its last (LAST or ONLY)
-  kRc = 1u << 16,
-  kUd = 1u << 17,
-  kConsumesRecv = 1u << 18,  // takes a receive buffer (Send; Write with Immediate)
-  kCnp = 1u << 19,           // congestion notification: 16 reserved bytes after the BTH
+enum class Has : std::uint32_t {
+  none = 0,
+  reth = 1u << 0,
+  aeth = 1u << 1,
+  imm = 1u << 2,
+  ieth = 1u << 3,
+  atomic_eth = 1u << 4,
+  atomic_ack = 1u << 5,
+  deth = 1u << 6,
+  payload = 1u << 7,
+  request = 1u << 8,   // requester to responder
+  response = 1u << 9,  // responder to requester (ACK, Read Response, Atomic ACK)
+  send = 1u << 10,
+  write = 1u << 11,
+  read = 1u << 12,
+  atomic = 1u << 13,
+  first = 1u << 14,  // a message's first packet (FIRST or ONLY)
+  last = 1u << 15,   // its last (LAST or ONLY)
+  rc = 1u << 16,
+  ud = 1u << 17,
+  consumes_recv = 1u << 18,  // takes a receive buffer (Send; Write with Immediate)
+  cnp = 1u << 19,            // congestion notification: 16 reserved bytes after the BTH
 };
+constexpr Has operator|(Has a, Has b) {
+  return static_cast<Has>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
+}
 
 struct OpInfo {
   std::string_view name;        // tshark's spelling
-  std::uint32_t has = 0;        // 0: not an opcode we speak
+  Has flags = Has::none;        // none: not an opcode we speak
   std::uint8_t header_len = 0;  // BTH and extended headers
-  bool valid() const { return has != 0; }
+  constexpr bool valid() const { return flags != Has::none; }
+  // Whether the opcode has any of `f`.
+  constexpr bool has(Has f) const { return (static_cast<std::uint32_t>(flags) & static_cast<std::uint32_t>(f)) != 0; }
 };
 
-constexpr OpInfo make_op(std::string_view name, std::uint32_t has) {
+constexpr OpInfo make_op(std::string_view name, Has flags) {
+  const OpInfo o{name, flags, 0};
   std::size_t len = kBthLen;
-  if (has & kDeth) len += kDethLen;
-  if (has & kReth) len += kRethLen;
-  if (has & kAtomicEth) len += kAtomicEthLen;
-  if (has & kAeth) len += kAethLen;
-  if (has & kAtomicAck) len += kAtomicAckLen;
-  if (has & kImm) len += kImmLen;
-  if (has & kIeth) len += kIethLen;
-  if (has & kCnp) len += kCnpLen;
-  return OpInfo{name, has, static_cast<std::uint8_t>(len)};
+  if (o.has(Has::deth)) len += kDethLen;
+  if (o.has(Has::reth)) len += kRethLen;
+  if (o.has(Has::atomic_eth)) len += kAtomicEthLen;
+  if (o.has(Has::aeth)) len += kAethLen;
+  if (o.has(Has::atomic_ack)) len += kAtomicAckLen;
+  if (o.has(Has::imm)) len += kImmLen;
+  if (o.has(Has::ieth)) len += kIethLen;
+  if (o.has(Has::cnp)) len += kCnpLen;
+  return OpInfo{name, flags, static_cast<std::uint8_t>(len)};
 }
 
 inline constexpr std::array<OpInfo, 256> kOps = [] {
   std::array<OpInfo, 256> t{};
-  constexpr std::uint32_t sreq = kRc | kRequest | kSend | kPayload;
-  constexpr std::uint32_t wreq = kRc | kRequest | kWrite | kPayload;
-  constexpr std::uint32_t rrsp = kRc | kResponse | kRead | kPayload;
-  t[0x00] = make_op("SEND First", sreq | kFirst | kConsumesRecv);
-  t[0x01] = make_op("SEND Middle", sreq | kConsumesRecv);
-  t[0x02] = make_op("SEND Last", sreq | kLast | kConsumesRecv);
-  t[0x03] = make_op("SEND Last with Immediate", sreq | kLast | kImm | kConsumesRecv);
-  t[0x04] = make_op("SEND Only", sreq | kFirst | kLast | kConsumesRecv);
-  t[0x05] = make_op("SEND Only with Immediate", sreq | kFirst | kLast | kImm | kConsumesRecv);
-  t[0x06] = make_op("RDMA WRITE First", wreq | kFirst | kReth);
+  using H = Has;
+  constexpr Has sreq = H::rc | H::request | H::send | H::payload;
+  constexpr Has wreq = H::rc | H::request | H::write | H::payload;
+  constexpr Has rrsp = H::rc | H::response | H::read | H::payload;
+  t[0x00] = make_op("SEND First", sreq | H::first | H::consumes_recv);
+  t[0x01] = make_op("SEND Middle", sreq | H::consumes_recv);
+  t[0x02] = make_op("SEND Last", sreq | H::last | H::consumes_recv);
+  t[0x03] = make_op("SEND Last with Immediate", sreq | H::last | H::imm | H::consumes_recv);
+  t[0x04] = make_op("SEND Only", sreq | H::first | H::last | H::consumes_recv);
+  t[0x05] = make_op("SEND Only with Immediate", sreq | H::first | H::last | H::imm | H::consumes_recv);
+  t[0x06] = make_op("RDMA WRITE First", wreq | H::first | H::reth);
   t[0x07] = make_op("RDMA WRITE Middle", wreq);
-  t[0x08] = make_op("RDMA WRITE Last", wreq | kLast);
-  t[0x09] = make_op("RDMA WRITE Last with Immediate", wreq | kLast | kImm | kConsumesRecv);
-  t[0x0A] = make_op("RDMA WRITE Only", wreq | kFirst | kLast | kReth);
-  t[0x0B] = make_op("RDMA WRITE Only with Immediate", wreq | kFirst | kLast | kReth | kImm | kConsumesRecv);
-  t[0x0C] = make_op("RDMA READ Request", kRc | kRequest | kRead | kFirst | kLast | kReth);
-  t[0x0D] = make_op("RDMA READ Response First", rrsp | kFirst | kAeth);
+  t[0x08] = make_op("RDMA WRITE Last", wreq | H::last);
+  t[0x09] = make_op("RDMA WRITE Last with Immediate", wreq | H::last | H::imm | H::consumes_recv);
+  t[0x0A] = make_op("RDMA WRITE Only", wreq | H::first | H::last | H::reth);
+  t[0x0B] = make_op("RDMA WRITE Only with Immediate", wreq | H::first | H::last | H::reth | H::imm | H::consumes_recv);
+  t[0x0C] = make_op("RDMA READ Request", H::rc | H::request | H::read | H::first | H::last | H::reth);
+  t[0x0D] = make_op("RDMA READ Response First", rrsp | H::first | H::aeth);
   t[0x0E] = make_op("RDMA READ Response Middle", rrsp);
-  t[0x0F] = make_op("RDMA READ Response Last", rrsp | kLast | kAeth);
-  t[0x10] = make_op("RDMA READ Response Only", rrsp | kFirst | kLast | kAeth);
-  t[0x11] = make_op("Acknowledge", kRc | kResponse | kFirst | kLast | kAeth);
-  t[0x12] = make_op("ATOMIC Acknowledge", kRc | kResponse | kAtomic | kFirst | kLast | kAeth | kAtomicAck);
-  t[0x13] = make_op("CmpSwap", kRc | kRequest | kAtomic | kFirst | kLast | kAtomicEth);
-  t[0x14] = make_op("FetchAdd", kRc | kRequest | kAtomic | kFirst | kLast | kAtomicEth);
-  t[0x16] = make_op("SEND Last with Invalidate", sreq | kLast | kIeth | kConsumesRecv);
-  t[0x17] = make_op("SEND Only with Invalidate", sreq | kFirst | kLast | kIeth | kConsumesRecv);
-  t[0x64] = make_op("UD SEND Only", kUd | kRequest | kSend | kPayload | kFirst | kLast | kDeth | kConsumesRecv);
-  t[0x65] = make_op("UD SEND Only with Immediate",
-                    kUd | kRequest | kSend | kPayload | kFirst | kLast | kDeth | kImm | kConsumesRecv);
-  t[0x81] = make_op("CNP", kCnp);
+  t[0x0F] = make_op("RDMA READ Response Last", rrsp | H::last | H::aeth);
+  t[0x10] = make_op("RDMA READ Response Only", rrsp | H::first | H::last | H::aeth);
+  t[0x11] = make_op("Acknowledge", H::rc | H::response | H::first | H::last | H::aeth);
+  t[0x12] =
+      make_op("ATOMIC Acknowledge", H::rc | H::response | H::atomic | H::first | H::last | H::aeth | H::atomic_ack);
+  t[0x13] = make_op("CmpSwap", H::rc | H::request | H::atomic | H::first | H::last | H::atomic_eth);
+  t[0x14] = make_op("FetchAdd", H::rc | H::request | H::atomic | H::first | H::last | H::atomic_eth);
+  t[0x16] = make_op("SEND Last with Invalidate", sreq | H::last | H::ieth | H::consumes_recv);
+  t[0x17] = make_op("SEND Only with Invalidate", sreq | H::first | H::last | H::ieth | H::consumes_recv);
+  t[0x64] = make_op("UD SEND Only",
+                    H::ud | H::request | H::send | H::payload | H::first | H::last | H::deth | H::consumes_recv);
+  t[0x65] = make_op("UD SEND Only with Immediate", H::ud | H::request | H::send | H::payload | H::first | H::last |
+                                                       H::deth | H::imm | H::consumes_recv);
+  t[0x81] = make_op("CNP", H::cnp);
   return t;
 }();
+// IBTA vol. 1 table 38's header lengths, and the flags the transports decide by.
+static_assert(kOps[0x04].header_len == 12 && kOps[0x0A].header_len == 28 && kOps[0x0B].header_len == 32);
+static_assert(kOps[0x0C].header_len == 28 && kOps[0x11].header_len == 16 && kOps[0x12].header_len == 24);
+static_assert(kOps[0x13].header_len == 40 && kOps[0x17].header_len == 16 && kOps[0x65].header_len == 24);
+static_assert(kOps[0x81].header_len == 28 && !kOps[0x15].valid() && !kOps[0x18].valid());
+static_assert(kOps[0x09].has(Has::consumes_recv) && !kOps[0x08].has(Has::consumes_recv));
+static_assert(kOps[0x0D].has(Has::aeth) && !kOps[0x0E].has(Has::aeth) && kOps[0x0F].has(Has::aeth));
 
 inline const OpInfo& op_info(Opcode op) {
   return kOps[static_cast<std::uint8_t>(op)];
@@ -163,7 +228,31 @@ inline constexpr std::uint8_t kNakInvalidRdRequest = 0x64;
 // The IB RNR timer encoding (IBTA table 45): a 5-bit code to microseconds.
 std::uint32_t rnr_timer_us(std::uint8_t code);
 
-// Every field a packet may carry; which are meaningful is the opcode's `has`.
+// The extended headers' fields, host order. parse sets exactly those the opcode carries;
+// build_headers writes those and refuses a packet that lacks one.
+struct Reth {
+  std::uint64_t va = 0;
+  std::uint32_t rkey = 0;
+  std::uint32_t dma_len = 0;
+  friend bool operator==(const Reth&, const Reth&) = default;
+};
+struct AtomicEth {
+  std::uint64_t va = 0;
+  std::uint32_t rkey = 0;
+  std::uint64_t swap_add = 0, compare = 0;
+  friend bool operator==(const AtomicEth&, const AtomicEth&) = default;
+};
+struct Aeth {
+  std::uint8_t syndrome = 0;
+  std::uint32_t msn = 0;
+  friend bool operator==(const Aeth&, const Aeth&) = default;
+};
+struct Deth {
+  std::uint32_t qkey = 0;
+  std::uint32_t src_qpn = 0;
+  friend bool operator==(const Deth&, const Deth&) = default;
+};
+
 struct Packet {
   Opcode opcode = Opcode::send_only;
   // BTH
@@ -175,23 +264,14 @@ struct Packet {
   std::uint32_t dest_qpn = 0;
   bool ack_req = false;
   std::uint32_t psn = 0;
-  // RETH (va, rkey, dma_len) and AtomicETH (va, rkey, swap_add, compare)
-  std::uint64_t va = 0;
-  std::uint32_t rkey = 0;
-  std::uint32_t dma_len = 0;
-  std::uint64_t swap_add = 0, compare = 0;
-  // AETH
-  std::uint8_t syndrome = 0;
-  std::uint32_t msn = 0;
-  // AtomicAckETH
-  std::uint64_t orig = 0;
-  // ImmDt (in network order as the consumer gave it: the 4 bytes are opaque)
-  std::uint32_t imm = 0;
-  // IETH
-  std::uint32_t inv_rkey = 0;
-  // DETH
-  std::uint32_t qkey = 0;
-  std::uint32_t src_qpn = 0;
+  // The extended headers, each present exactly when the opcode carries it.
+  std::optional<Deth> deth;
+  std::optional<Reth> reth;
+  std::optional<AtomicEth> atomic_eth;
+  std::optional<Aeth> aeth;
+  std::optional<std::uint64_t> atomic_ack;  // AtomicAckETH: the original value
+  std::optional<std::uint32_t> imm;         // ImmDt, in network order as the consumer gave it (opaque)
+  std::optional<std::uint32_t> inv_rkey;    // IETH
   // Payload, pad and ICRC excluded (parse only).
   std::span<const std::uint8_t> payload;
 };
@@ -210,7 +290,7 @@ ParseError parse(std::span<const std::uint8_t> udp_payload, Packet& out);
 
 // Writes the BTH and the opcode's extended headers for a packet of `payload_len` payload bytes
 // (PadCnt computed) into `out`; returns the header length (op_info(p.opcode).header_len), 0 for
-// an opcode not in the table.
+// an opcode not in the table or a packet without an extended header its opcode carries.
 std::size_t build_headers(const Packet& p, std::size_t payload_len, std::span<std::uint8_t, kMaxHeaderLen> out);
 
 inline std::size_t pad_of(std::size_t payload_len) {
