@@ -254,11 +254,12 @@ DAT_RETURN ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
                                    " rx_duplicates " + n(c.rx_duplicates) + " rx_out_of_order " + n(c.rx_out_of_order) +
                                    " rx_bad_frames " + n(c.rx_bad_frames) + " rx_unknown_qp " + n(c.rx_unknown_qp) +
                                    " terminates_sent " + n(c.terminates_sent) + " terminates_received " +
-                                   n(c.terminates_received) + " rx_bad_acks " + n(c.rx_bad_acks) + " challenge_acks " +
-                                   n(c.challenge_acks) + " cookies_sent " + n(c.cookies_sent) + " rx_bad_cookies " +
-                                   n(c.rx_bad_cookies) + " rx_stray_cm " + n(c.rx_stray_cm) + " keepalive_probes " +
-                                   n(c.keepalive_probes) + " dead_peers " + n(c.dead_peers) + " memory_faults " +
-                                   n(c.memory_faults));
+                                   n(c.terminates_received) + " fatal_naks_sent " + n(c.fatal_naks_sent) +
+                                   " fatal_naks_received " + n(c.fatal_naks_received) + " rx_bad_acks " +
+                                   n(c.rx_bad_acks) + " challenge_acks " + n(c.challenge_acks) + " cookies_sent " +
+                                   n(c.cookies_sent) + " rx_bad_cookies " + n(c.rx_bad_cookies) + " rx_stray_cm " +
+                                   n(c.rx_stray_cm) + " keepalive_probes " + n(c.keepalive_probes) + " dead_peers " +
+                                   n(c.dead_peers) + " memory_faults " + n(c.memory_faults));
   }
   ia->publisher.reset();  // before the device it reads
   ia->dev.reset();        // stops the progress thread

@@ -143,8 +143,8 @@ void Roce::on_aeth(Qp& qp, const w::Packet& p, Pos psn) {
     ctx_.ctr.rx_bad_acks++;
     return;
   }
-  ctx_.ctr.terminates_received++;
-  qp.ctr.terminates_received++;
+  ctx_.ctr.fatal_naks_received++;
+  qp.ctr.fatal_naks_received++;
   complete_error(qp, *refused, "the peer sent " + nak_text(syndrome) + " (" + std::string(to_string(*refused)) + ")");
 }
 

@@ -339,8 +339,8 @@ void Roce::nak(Qp& qp, Pos psn, Error e, std::string reason) {
   const std::uint8_t code = nak_syndrome(e);
   st(qp).ack_pending = false;
   send_ack(qp, code, psn);
-  ctx_.ctr.terminates_sent++;
-  qp.ctr.terminates_sent++;
+  ctx_.ctr.fatal_naks_sent++;
+  qp.ctr.fatal_naks_sent++;
   break_qp(qp, "sent " + nak_text(code) + " (" + std::string(to_string(e)) + "): " + reason);
 }
 

@@ -2,7 +2,7 @@
 # softrnic_info against a live pair with a known MSN gap: softrnic_scenario --info holds B's
 # receive side at spec_msn_gaps.scn's point (fragments of MSNs 19, 22, 23 after 18 completed:
 # allocated 3, span 5) and pauses; softrnic_info must show exactly that, in its tables and in its
-# JSON, whose keys are checked against schema 1 (a stable schema: a key added or renamed fails).
+# JSON, whose keys are checked against schema 2 (a stable schema: a key added or renamed fails).
 #   usage: softrnic_info_test.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: softrnic_info_test.sh BUILD_DIR}
@@ -39,9 +39,9 @@ bad = []
 def keys(obj, want, what):
     got = sorted(obj.keys())
     if got != sorted(want):
-        bad.append(f"{what} keys {got}, schema 1 has {sorted(want)}")
+        bad.append(f"{what} keys {got}, schema 2 has {sorted(want)}")
 keys(d, ["schema", "dat_conf", "ias", "limits", "socket_dir", "live", "unanswered"], "document")
-if d["schema"] != 1: bad.append(f"schema {d['schema']}")
+if d["schema"] != 2: bad.append(f"schema {d['schema']}")
 keys(d["limits"], ["max_qp", "max_qp_wr", "max_sge", "max_cqe", "max_mr", "max_mr_size", "max_msg_size", "max_pd",
                    "max_rdma_read"], "limits")
 ias = {i["name"]: i for i in d["ias"]}
@@ -53,7 +53,8 @@ else:
     a, b = live["scenario_a"], live["scenario_b"]
     keys(b, ["schema", "pid", "ia", "wire", "netdev", "address", "counters", "qps", "socket"], "live IA")
     keys(b["counters"], ["tx_frames", "rx_frames", "retransmits", "rx_duplicates", "rx_out_of_order", "rx_bad_frames",
-                         "rx_unknown_qp", "terminates_sent", "terminates_received", "dead_peers", "memory_faults"],
+                         "rx_unknown_qp", "terminates_sent", "terminates_received", "fatal_naks_sent",
+                         "fatal_naks_received", "dead_peers", "memory_faults"],
          "IA counters")
     if len(b["qps"]) != 1 or len(a["qps"]) != 1: bad.append(f"QPs: A {len(a['qps'])}, B {len(b['qps'])}, want 1 each")
     else:
@@ -62,7 +63,7 @@ else:
                   "recv_allocated", "recv_span", "send_queued", "counters", "srq"], "QP")
         keys(qb["counters"], ["tx_frames", "rx_frames", "retransmits", "rx_duplicates", "rx_out_of_order",
                               "rx_beyond_window", "rack_retransmits", "spurious_retransmits", "terminates_sent",
-                              "terminates_received"], "QP counters")
+                              "terminates_received", "fatal_naks_sent", "fatal_naks_received"], "QP counters")
         keys(qb["srq"], ["available", "outstanding", "allocated", "completed", "max_wr", "low_watermark"], "SRQ")
         want_b = {"state": "RTS", "peer": "127.0.0.1:40000", "msn_expected": 19, "placed_not_completed": 3,
                   "recv_allocated": 3, "recv_span": 5}
@@ -94,7 +95,7 @@ echo "a stopped process: its 2 IAs reported unanswered in $(($(date +%s) - t0)) 
 python3 - "$SOFTRNIC_INFO_DIR" <<'PY' &
 import os, socket, sys, threading, time
 answers = {"1-junk-0.sock": b"\x00\xffnot json", "2-array-0.sock": b"[1,2]", "3-schema-0.sock": b'{"schema":99}',
-           "4-odd-0.sock": b'{"schema":1,"ia":"odd","counters":[],"qps":[{"qpn":"a","srq":5,"counters":null},7]}'}
+           "4-odd-0.sock": b'{"schema":2,"ia":"odd","counters":[],"qps":[{"qpn":"a","srq":5,"counters":null},7]}'}
 socks = []
 for name, text in answers.items():
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -112,7 +113,7 @@ odd=$("$build/tools/softrnic_info" --conf "$build/dat.conf" 2>&1) || { echo "$od
 "$build/tools/softrnic_info" --conf "$build/dat.conf" --json >/dev/null 2>&1 || { kill $fake; fail "--json on hostile sockets"; }
 kill $fake 2>/dev/null; wait $fake 2>/dev/null
 rm -f "$SOFTRNIC_INFO_DIR"/[1-4]-*.sock "$SOFTRNIC_INFO_DIR/ready"
-[[ $(grep -c 'not a softrnic snapshot of schema 1' <<<"$odd") == 3 ]] || { echo "$odd"; fail "junk, an array and schema 99 are not all refused"; }
+[[ $(grep -c 'not a softrnic snapshot of schema 2' <<<"$odd") == 3 ]] || { echo "$odd"; fail "junk, an array and schema 99 are not all refused"; }
 grep -qE '^ +a +- +- ' <<<"$odd" || { echo "$odd"; fail "the odd snapshot's QP row is not shown with '-' for what it lacks"; }
 echo "hostile sockets: 3 refused, 1 shown with what it lacks as '-'"
 kill "$scn_pid" 2>/dev/null; wait "$scn_pid" 2>/dev/null; scn_pid=""
@@ -122,4 +123,4 @@ left=$(ls "$SOFTRNIC_INFO_DIR" 2>/dev/null | wc -l)
 gone=$("$build/tools/softrnic_info" --conf "$build/dat.conf" | grep -c 'is gone, socket removed')
 [[ $left == 2 && $gone == 2 && -z $(ls "$SOFTRNIC_INFO_DIR") ]] || fail "stale sockets: $left left, $gone removed, now: $(ls "$SOFTRNIC_INFO_DIR")"
 echo "a killed process's 2 sockets: reported and removed"
-echo "PASS: softrnic_info shows the live MSN gap (tables, JSON schema 1, --watch)"
+echo "PASS: softrnic_info shows the live MSN gap (tables, JSON schema 2, --watch)"

@@ -9,7 +9,7 @@
 // provider publishes: SOFTRNIC_INFO_DIR, /run/softrnic for root, ...): its counters and, per QP,
 // state, peer, the MSN expected next, messages placed but not completed, receive buffers
 // allocated and their span (dat_ep_recv_query), its SRQ (dat_srq_query), retransmits.
-// --json prints one document (schema 1) instead of tables. Exit status 0; 1 when the dat.conf
+// --json prints one document (schema 2) instead of tables. Exit status 0; 1 when the dat.conf
 // cannot be read and no live IA answers; 2 for bad arguments.
 #include <signal.h>
 #include <unistd.h>
@@ -173,21 +173,23 @@ void print_tables(const json& d) {
     const json& c = at(dev, "counters");
     std::printf(
         "  %s pid %s: %s on %s %s; tx %s rx %s frames, retransmits %s, out of order %s, duplicates %s, "
-        "bad frames %s, Terminates sent %s received %s\n",
+        "bad frames %s, Terminates sent %s received %s, fatal NAKs sent %s received %s\n",
         str(at(dev, "ia")).c_str(), str(at(dev, "pid")).c_str(), str(at(dev, "wire")).c_str(),
         str(at(dev, "netdev")).c_str(), str(at(dev, "address")).c_str(), str(at(c, "tx_frames")).c_str(),
         str(at(c, "rx_frames")).c_str(), str(at(c, "retransmits")).c_str(), str(at(c, "rx_out_of_order")).c_str(),
         str(at(c, "rx_duplicates")).c_str(), str(at(c, "rx_bad_frames")).c_str(), str(at(c, "terminates_sent")).c_str(),
-        str(at(c, "terminates_received")).c_str());
+        str(at(c, "terminates_received")).c_str(), str(at(c, "fatal_naks_sent")).c_str(),
+        str(at(c, "fatal_naks_received")).c_str());
     const json& qps = at(dev, "qps");
     if (!qps.is_array() || qps.empty()) continue;
     std::printf("    %-9s %-9s %-21s %7s %6s %5s %4s %-14s %5s %6s %6s %s\n", "QP", "state", "peer", "MSN exp",
-                "placed", "alloc", "span", "SRQ avail/out", "sq", "retx", "ooo", "Term s/r");
+                "placed", "alloc", "span", "SRQ avail/out", "sq", "retx", "ooo", "Term+NAK s/r");
     for (const auto& q : qps) {
       const json& srq = at(q, "srq");
       const json& qc = at(q, "counters");
       const std::string srq_s = srq.is_object() ? str(at(srq, "available")) + "/" + str(at(srq, "outstanding")) : "-";
-      const std::string term = str(at(qc, "terminates_sent")) + "/" + str(at(qc, "terminates_received"));
+      const std::string term = str(at(qc, "terminates_sent")) + "+" + str(at(qc, "fatal_naks_sent")) + "/" +
+                               str(at(qc, "terminates_received")) + "+" + str(at(qc, "fatal_naks_received"));
       std::printf("    %-9s %-9s %-21s %7s %6s %5s %4s %-14s %5s %6s %6s %s\n", str(at(q, "qpn")).c_str(),
                   str(at(q, "state")).c_str(), str(at(q, "peer")).c_str(), str(at(q, "msn_expected")).c_str(),
                   str(at(q, "placed_not_completed")).c_str(), str(at(q, "recv_allocated")).c_str(),
@@ -210,7 +212,7 @@ int main(int argc, char** argv) {
   app.add_option("--conf", conf, "the dat.conf to list (default: $DAT_OVERRIDE, else /etc/dat.conf)");
   app.add_option("--dir", dir,
                  "where live IAs publish (default: as the provider: SOFTRNIC_INFO_DIR, /run/softrnic, ...)");
-  app.add_flag("--json", as_json, "one JSON document (schema 1) instead of tables");
+  app.add_flag("--json", as_json, "one JSON document (schema 2) instead of tables");
   app.add_option("--watch", watch, "refresh every SECONDS until interrupted")->check(CLI::Range(0.1, 3600.0));
   app.add_option("--count", count, "with --watch: stop after N refreshes")->check(CLI::Range(1, 1000000));
   CLI11_PARSE(app, argc, argv);

@@ -307,7 +307,9 @@ struct MrInfo {
 struct DeviceCounters {
   std::uint64_t tx_frames = 0, rx_frames = 0;
   std::uint64_t retransmits = 0, rx_duplicates = 0, rx_out_of_order = 0, rx_beyond_window = 0;
-  std::uint64_t rx_bad_frames = 0, rx_unknown_qp = 0, terminates_sent = 0, terminates_received = 0;
+  std::uint64_t rx_bad_frames = 0, rx_unknown_qp = 0;
+  std::uint64_t terminates_sent = 0, terminates_received = 0;  // iWARP: the Terminates that broke connections
+  std::uint64_t fatal_naks_sent = 0, fatal_naks_received = 0;  // RoCEv2: the NAKs that did (not RNR or PSN sequence)
   std::uint64_t rx_dropped_requests = 0;  // connection requests beyond the pending limit
   std::uint64_t rx_bad_acks = 0;          // acknowledgements of data never sent, SACK blocks outside what is in flight
   std::uint64_t challenge_acks = 0;       // in-window control frames (RESET, DISCONNECT) not at the exact sequence
@@ -324,7 +326,8 @@ struct QpCounters {
   std::uint64_t rx_beyond_window = 0;
   std::uint64_t rack_retransmits = 0;      // retransmissions decided by a later frame's delivery, before the RTO
   std::uint64_t spurious_retransmits = 0;  // found out afterwards (acknowledged too soon after)
-  std::uint64_t terminates_sent = 0, terminates_received = 0;  // (RoCEv2: fatal NAKs)
+  std::uint64_t terminates_sent = 0, terminates_received = 0;  // iWARP
+  std::uint64_t fatal_naks_sent = 0, fatal_naks_received = 0;  // RoCEv2
 };
 
 // A look inside a live device (softrnic_info): one consistent snapshot, taken under the device

@@ -179,7 +179,9 @@ std::string to_json(const DeviceInfo& d, long pid) {
                 {"rack_retransmits", q.ctr.rack_retransmits},
                 {"spurious_retransmits", q.ctr.spurious_retransmits},
                 {"terminates_sent", q.ctr.terminates_sent},
-                {"terminates_received", q.ctr.terminates_received}}}};
+                {"terminates_received", q.ctr.terminates_received},
+                {"fatal_naks_sent", q.ctr.fatal_naks_sent},
+                {"fatal_naks_received", q.ctr.fatal_naks_received}}}};
     j["srq"] = q.uses_srq ? json{{"available", q.srq.available}, {"outstanding", q.srq.outstanding},
                                  {"allocated", q.srq.allocated}, {"completed", q.srq.completed},
                                  {"max_wr", q.srq.max_wr},       {"low_watermark", q.srq.low_watermark}}
@@ -203,6 +205,8 @@ std::string to_json(const DeviceInfo& d, long pid) {
                       {"rx_unknown_qp", c.rx_unknown_qp},
                       {"terminates_sent", c.terminates_sent},
                       {"terminates_received", c.terminates_received},
+                      {"fatal_naks_sent", c.fatal_naks_sent},
+                      {"fatal_naks_received", c.fatal_naks_received},
                       {"dead_peers", c.dead_peers},
                       {"memory_faults", c.memory_faults}}},
                     {"qps", qps}};

@@ -19,7 +19,7 @@
 namespace softrnic::info {
 
 // The JSON document's schema version ("schema" in every snapshot).
-inline constexpr int kSchema = 1;
+inline constexpr int kSchema = 2;
 
 std::string socket_dir();
 // Whether SOFTRNIC_INFO allows publishing (unset or not "0").
