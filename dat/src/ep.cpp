@@ -221,13 +221,18 @@ DAT_RETURN ready_provider_ep(Ep* ep) {
   return DAT_SUCCESS;
 }
 
-// Changes an EP that is not connected: its PZ, EVDs and attributes. The QP is made anew (it holds
-// no work then); a change that needs that while receives are posted is refused.
-DAT_RETURN ep_modify(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM* p) {
-  std::lock_guard lk(api_mutex());
-  Ep* ep = live_ep(h);
-  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-  if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+namespace {
+
+// The PZ and EVDs an EP is bound to.
+struct EpBinding {
+  Pz* pz = nullptr;
+  Evd* recv = nullptr;
+  Evd* req = nullptr;
+  Evd* conn = nullptr;
+};
+
+// Whether dat_ep_modify may change these fields of the EP in its present state.
+DAT_RETURN check_modifiable(const Ep* ep, DAT_EP_PARAM_MASK mask) {
   constexpr DAT_EP_PARAM_MASK kFixed = DAT_EP_FIELD_IA_HANDLE | DAT_EP_FIELD_EP_STATE | DAT_EP_FIELD_COMM |
                                        DAT_EP_FIELD_LOCAL_IA_ADDRESS_PTR | DAT_EP_FIELD_LOCAL_PORT_QUAL |
                                        DAT_EP_FIELD_REMOTE_IA_ADDRESS_PTR | DAT_EP_FIELD_REMOTE_PORT_QUAL |
@@ -239,33 +244,39 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM
     return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
   if ((mask & DAT_EP_FIELD_PZ_HANDLE) && st == DAT_EP_STATE_RESERVED)
     return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_RESERVED);
+  return DAT_SUCCESS;
+}
+
+// The EP's binding with the handles the mask names replaced by those in `p`.
+DAT_RETURN modified_binding(const Ep* ep, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM* p, EpBinding& b) {
   Ia* ia = ep->ia;
-  Pz* pz = ep->pz;
-  Evd *recv = ep->recv_evd, *req = ep->req_evd, *conn = ep->conn_evd;
+  b = {.pz = ep->pz, .recv = ep->recv_evd, .req = ep->req_evd, .conn = ep->conn_evd};
   if (mask & DAT_EP_FIELD_PZ_HANDLE) {
-    pz = get<Pz>(p->pz_handle, Kind::pz);
-    if (!pz || pz->ia != ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+    b.pz = get<Pz>(p->pz_handle, Kind::pz);
+    if (!b.pz || b.pz->ia != ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
   }
   if (mask & DAT_EP_FIELD_RECV_EVD_HANDLE) {
-    recv = get<Evd>(p->recv_evd_handle, Kind::evd);
-    if (!recv || recv->ia != ia || !(recv->flags & DAT_EVD_DTO_FLAG))
+    b.recv = get<Evd>(p->recv_evd_handle, Kind::evd);
+    if (!b.recv || b.recv->ia != ia || !(b.recv->flags & DAT_EVD_DTO_FLAG))
       return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_RECV);
   }
   if (mask & DAT_EP_FIELD_REQUEST_EVD_HANDLE) {
-    req = get<Evd>(p->request_evd_handle, Kind::evd);
-    if (!req || req->ia != ia || !(req->flags & DAT_EVD_DTO_FLAG))
+    b.req = get<Evd>(p->request_evd_handle, Kind::evd);
+    if (!b.req || b.req->ia != ia || !(b.req->flags & DAT_EVD_DTO_FLAG))
       return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
   }
   if (mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE) {
-    conn = nullptr;
+    b.conn = nullptr;
     if (p->connect_evd_handle != DAT_HANDLE_NULL) {
-      conn = get<Evd>(p->connect_evd_handle, Kind::evd);
-      if (!conn || !(conn->flags & DAT_EVD_CONNECTION_FLAG))
+      b.conn = get<Evd>(p->connect_evd_handle, Kind::evd);
+      if (!b.conn || !(b.conn->flags & DAT_EVD_CONNECTION_FLAG))
         return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
     }
   }
-  DAT_EP_ATTR want = ep->attr;
-  const DAT_EP_ATTR& in = p->ep_attr;
+  return DAT_SUCCESS;
+}
+
+void copy_masked_attr(DAT_EP_PARAM_MASK mask, const DAT_EP_ATTR& in, DAT_EP_ATTR& want) {
   if (mask & DAT_EP_FIELD_EP_ATTR_SERVICE_TYPE) want.service_type = in.service_type;
   if (mask & DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE) want.max_message_size = in.max_message_size;
   if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_SIZE) want.max_rdma_size = in.max_rdma_size;
@@ -281,39 +292,66 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM
   if (mask & DAT_EP_FIELD_EP_ATTR_SRQ_SOFT_HW) want.srq_soft_hw = in.srq_soft_hw;
   if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IOV) want.max_rdma_read_iov = in.max_rdma_read_iov;
   if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_WRITE_IOV) want.max_rdma_write_iov = in.max_rdma_write_iov;
+}
+
+// The EP's attributes with the fields the mask names taken from `in`, checked and normalised.
+DAT_RETURN modified_attr(const Ep* ep, DAT_EP_PARAM_MASK mask, const DAT_EP_ATTR& in, DAT_EP_ATTR& a) {
+  const Limits& l = ep->ia->dev->limits();
+  DAT_EP_ATTR want = ep->attr;
+  copy_masked_attr(mask, in, want);
   if (mask & (DAT_EP_FIELD_EP_ATTR_NUM_TRANSPORT_ATTR | DAT_EP_FIELD_EP_ATTR_TRANSPORT_SPECIFIC_ATTR |
               DAT_EP_FIELD_EP_ATTR_NUM_PROVIDER_ATTR | DAT_EP_FIELD_EP_ATTR_PROVIDER_SPECIFIC_ATTR)) {
     // No transport- or provider-specific EP attributes are defined: only an empty list is accepted.
     if (in.ep_transport_specific_count != 0 || in.ep_provider_specific_count != 0)
       return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   }
-  if (want.max_rdma_read_iov > static_cast<DAT_COUNT>(ia->dev->limits().max_sge) ||
-      want.max_rdma_write_iov > static_cast<DAT_COUNT>(ia->dev->limits().max_sge))
+  if (want.max_rdma_read_iov > static_cast<DAT_COUNT>(l.max_sge) ||
+      want.max_rdma_write_iov > static_cast<DAT_COUNT>(l.max_sge))
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-  DAT_EP_ATTR a;
-  if (DAT_RETURN r = normalize_attr(ia->dev->limits(), &want, a); r != DAT_SUCCESS)
-    return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  if (DAT_RETURN r = normalize_attr(l, &want, a); r != DAT_SUCCESS) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   if (a.qos != DAT_QOS_BEST_EFFORT) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  return DAT_SUCCESS;
+}
+
+// Binds the EP to `b` with attributes `a`, on a new QP when any of the QP's inputs changed.
+DAT_RETURN rebind_ep(Ep* ep, const EpBinding& b, const DAT_EP_ATTR& a) {
   const bool new_qp =
-      pz != ep->pz || recv != ep->recv_evd || req != ep->req_evd || std::memcmp(&a, &ep->attr, sizeof a) != 0;
+      b.pz != ep->pz || b.recv != ep->recv_evd || b.req != ep->req_evd || std::memcmp(&a, &ep->attr, sizeof a) != 0;
   if (new_qp && ep->qp && !ep->ia->dev->qp_idle(ep->qp).first)
     return err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);  // receives are posted on the old QP
   // Make the new QP first, so a failure leaves the EP as it was.
   Qp* qp = ep->qp;
-  if (new_qp && pz && recv && req) {
-    const Status s = build_qp(ep, pz, recv, req, a, qp);
+  if (new_qp && b.pz && b.recv && b.req) {
+    const Status s = build_qp(ep, b.pz, b.recv, b.req, a, qp);
     if (s != Status::ok) return map(s);
-    if (ep->qp) ia->dev->destroy_qp(ep->qp);
+    if (ep->qp) ep->ia->dev->destroy_qp(ep->qp);
   }
   detach_refs(ep);
-  ep->pz = pz;
-  ep->recv_evd = recv;
-  ep->req_evd = req;
-  ep->conn_evd = conn;
+  ep->pz = b.pz;
+  ep->recv_evd = b.recv;
+  ep->req_evd = b.req;
+  ep->conn_evd = b.conn;
   ep->attr = a;
   ep->qp = qp;
   attach_refs(ep);
   return DAT_SUCCESS;
+}
+
+}  // namespace
+
+// Changes an EP that is not connected: its PZ, EVDs and attributes. The QP is made anew (it holds
+// no work then); a change that needs that while receives are posted is refused.
+DAT_RETURN ep_modify(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM* p) {
+  std::lock_guard lk(api_mutex());
+  Ep* ep = live_ep(h);
+  if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  if (DAT_RETURN r = check_modifiable(ep, mask); r != DAT_SUCCESS) return r;
+  EpBinding b;
+  if (DAT_RETURN r = modified_binding(ep, mask, p, b); r != DAT_SUCCESS) return r;
+  DAT_EP_ATTR a;
+  if (DAT_RETURN r = modified_attr(ep, mask, p->ep_attr, a); r != DAT_SUCCESS) return r;
+  return rebind_ep(ep, b, a);
 }
 
 DAT_RETURN ep_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd, DAT_EVD_HANDLE req_evd,

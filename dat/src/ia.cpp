@@ -107,6 +107,105 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   return DAT_SUCCESS;
 }
 
+namespace {
+
+void fill_ia_attr(Ia* ia, DAT_IA_ATTR* a) {
+  const Limits& l = ia->dev->limits();
+  std::memset(a, 0, sizeof *a);
+  copy_name(a->adapter_name, "softrnic " + std::string(to_string(ia->dev->address())));
+  copy_name(a->vendor_name, "softrnic");
+  a->hardware_version_major = 0;
+  a->hardware_version_minor = 1;
+  a->firmware_version_major = 0;
+  a->firmware_version_minor = 1;
+  a->ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ia->addr);
+  a->max_eps = static_cast<DAT_COUNT>(l.max_qp);
+  a->max_dto_per_ep = static_cast<DAT_COUNT>(l.max_qp_wr);
+  a->max_rdma_read_per_ep_in = static_cast<DAT_COUNT>(l.max_rd);
+  a->max_rdma_read_per_ep_out = static_cast<DAT_COUNT>(l.max_rd);
+  a->max_evds = kMaxEvds;
+  a->max_evd_qlen = kMaxEvdQlen;
+  a->max_iov_segments_per_dto = static_cast<DAT_COUNT>(l.max_sge);
+  a->max_lmrs = static_cast<DAT_COUNT>(l.max_mr);
+  a->max_lmr_block_size = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(l.max_mr_size, 0xFFFFFFFFu));
+  a->max_lmr_virtual_address = ~DAT_VADDR{0};
+  a->max_pzs = static_cast<DAT_COUNT>(l.max_pd);
+  a->max_message_size = l.max_msg_size;
+  a->max_rdma_size = l.max_msg_size;
+  a->max_rmrs = static_cast<DAT_COUNT>(l.max_mr);  // windows share the regions' STag slots
+  a->max_rmr_target_address = ~DAT_VADDR{0};
+  a->max_srqs = static_cast<DAT_COUNT>(l.max_qp);
+  a->max_ep_per_srq = static_cast<DAT_COUNT>(l.max_qp);
+  a->max_recv_per_srq = static_cast<DAT_COUNT>(l.max_qp_wr);
+  a->max_iov_segments_per_rdma_read = static_cast<DAT_COUNT>(l.max_sge);  // a scatter list (internal STag)
+  a->max_iov_segments_per_rdma_write = static_cast<DAT_COUNT>(l.max_sge);
+  a->max_rdma_read_in = static_cast<DAT_COUNT>(l.max_rd * l.max_qp);
+  a->max_rdma_read_out = static_cast<DAT_COUNT>(l.max_rd * l.max_qp);
+  a->max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
+  a->max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
+  a->zb_supported = DAT_FALSE;
+  // The DAT IB extensions (immediate data, atomics) on the RoCEv2 wire only: libdat2 passes
+  // dat_extension_op through only when this says so.
+  const bool ib_ext = ia->dev->wire() == Wire::roce;
+  a->extension_supported = ib_ext ? DAT_EXTENSION_IB : DAT_EXTENSION_NONE;
+  a->extension_version = ib_ext ? DAT_IB_EXTENSION_VERSION : 0;
+  // The wire, named (OFA dapl names its transport in the provider name only).
+  static DAT_NAMED_ATTR udp_attr{const_cast<char*>("transport"),
+                                 const_cast<char*>("iWARP over UDP (softrnic framing)")};
+  static DAT_NAMED_ATTR tcp_attr{const_cast<char*>("transport"), const_cast<char*>("iWARP over MPA/TCP (RFC 5044)")};
+  static DAT_NAMED_ATTR roce_attr{const_cast<char*>("transport"),
+                                  const_cast<char*>("RoCEv2 (InfiniBand RC over UDP 4791, IB CM)")};
+  a->num_transport_attr = 1;
+  a->transport_attr = ia->dev->wire() == Wire::tcp ? &tcp_attr : ia->dev->wire() == Wire::roce ? &roce_attr : &udp_attr;
+  a->num_vendor_attr = 0;
+  a->vendor_attr = nullptr;
+}
+
+void fill_provider_attr(Ia* ia, DAT_PROVIDER_ATTR* p) {
+  const Limits& l = ia->dev->limits();
+  std::memset(static_cast<void*>(p), 0, sizeof *p);
+  copy_name(p->provider_name, ia->name);
+  p->provider_version_major = 0;
+  p->provider_version_minor = 1;
+  p->dapl_version_major = 2;
+  p->dapl_version_minor = 0;
+  p->lmr_mem_types_supported = DAT_MEM_TYPE_VIRTUAL;
+  p->iov_ownership_on_return = DAT_IOV_CONSUMER;
+  p->dat_qos_supported = DAT_QOS_BEST_EFFORT;
+  p->completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(
+      DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
+      DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
+  p->is_thread_safe = DAT_FALSE;
+  p->max_private_data_size = static_cast<DAT_COUNT>(l.max_private_data);
+  p->supports_multipath = DAT_FALSE;
+  p->ep_creator = DAT_PSP_CREATES_EP_IFASKED;  // DAT_PSP_PROVIDER_FLAG
+  p->pz_support = DAT_PZ_UNIQUE;
+  p->optimal_buffer_alignment = 64;
+  // Every event stream can share one EVD with every other.
+  auto* merge = const_cast<DAT_BOOLEAN(*)[6]>(p->evd_stream_merging_supported);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) merge[i][j] = DAT_TRUE;
+  // SRQs, their low watermark and the EP high watermarks, SRQ EPs in another PZ, and real
+  // answers from dat_srq_query and dat_ep_recv_query (both counts of each).
+  p->srq_supported = DAT_TRUE;
+  p->srq_watermarks_supported = 1;
+  p->srq_ep_pz_difference_supported = DAT_TRUE;
+  p->srq_info_supported = 1;
+  p->ep_recv_info_supported = 1;
+  p->lmr_sync_req = DAT_FALSE;
+  p->dto_async_return_guaranteed = DAT_FALSE;
+  p->rdma_write_for_rdma_read_req = DAT_FALSE;
+  p->rdma_read_lmr_rmr_context_exposure = DAT_FALSE;
+  p->rmr_scope_supported = DAT_RMR_SCOPE_EP;
+  p->is_signal_safe = DAT_FALSE;
+  p->ha_supported = DAT_FALSE;
+  p->ha_loadbalancing = DAT_HA_LB_NONE;
+  p->num_provider_specific_attr = static_cast<DAT_COUNT>(ia->provider_attrs.size());
+  p->provider_specific_attr = ia->provider_attrs.data();
+}
+
+}  // namespace
+
 DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK ia_mask, DAT_IA_ATTR* a,
                     DAT_PROVIDER_ATTR_MASK pr_mask, DAT_PROVIDER_ATTR* p) {
   std::lock_guard lk(api_mutex());
@@ -117,100 +216,8 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
   if (ia_mask && !a) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
   if (pr_mask && !p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
   if (async_evd) *async_evd = ia->async_evd;
-  const Limits& l = ia->dev->limits();
-  if (a) {
-    std::memset(a, 0, sizeof *a);
-    copy_name(a->adapter_name, "softrnic " + std::string(to_string(ia->dev->address())));
-    copy_name(a->vendor_name, "softrnic");
-    a->hardware_version_major = 0;
-    a->hardware_version_minor = 1;
-    a->firmware_version_major = 0;
-    a->firmware_version_minor = 1;
-    a->ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ia->addr);
-    a->max_eps = static_cast<DAT_COUNT>(l.max_qp);
-    a->max_dto_per_ep = static_cast<DAT_COUNT>(l.max_qp_wr);
-    a->max_rdma_read_per_ep_in = static_cast<DAT_COUNT>(l.max_rd);
-    a->max_rdma_read_per_ep_out = static_cast<DAT_COUNT>(l.max_rd);
-    a->max_evds = kMaxEvds;
-    a->max_evd_qlen = kMaxEvdQlen;
-    a->max_iov_segments_per_dto = static_cast<DAT_COUNT>(l.max_sge);
-    a->max_lmrs = static_cast<DAT_COUNT>(l.max_mr);
-    a->max_lmr_block_size = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(l.max_mr_size, 0xFFFFFFFFu));
-    a->max_lmr_virtual_address = ~DAT_VADDR{0};
-    a->max_pzs = static_cast<DAT_COUNT>(l.max_pd);
-    a->max_message_size = l.max_msg_size;
-    a->max_rdma_size = l.max_msg_size;
-    a->max_rmrs = static_cast<DAT_COUNT>(l.max_mr);  // windows share the regions' STag slots
-    a->max_rmr_target_address = ~DAT_VADDR{0};
-    a->max_srqs = static_cast<DAT_COUNT>(l.max_qp);
-    a->max_ep_per_srq = static_cast<DAT_COUNT>(l.max_qp);
-    a->max_recv_per_srq = static_cast<DAT_COUNT>(l.max_qp_wr);
-    a->max_iov_segments_per_rdma_read = static_cast<DAT_COUNT>(l.max_sge);  // a scatter list (internal STag)
-    a->max_iov_segments_per_rdma_write = static_cast<DAT_COUNT>(l.max_sge);
-    a->max_rdma_read_in = static_cast<DAT_COUNT>(l.max_rd * l.max_qp);
-    a->max_rdma_read_out = static_cast<DAT_COUNT>(l.max_rd * l.max_qp);
-    a->max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
-    a->max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
-    a->zb_supported = DAT_FALSE;
-    // The DAT IB extensions (immediate data, atomics) on the RoCEv2 wire only: libdat2 passes
-    // dat_extension_op through only when this says so.
-    const bool ib_ext = ia->dev->wire() == Wire::roce;
-    a->extension_supported = ib_ext ? DAT_EXTENSION_IB : DAT_EXTENSION_NONE;
-    a->extension_version = ib_ext ? DAT_IB_EXTENSION_VERSION : 0;
-    // The wire, named (OFA dapl names its transport in the provider name only).
-    static DAT_NAMED_ATTR udp_attr{const_cast<char*>("transport"),
-                                   const_cast<char*>("iWARP over UDP (softrnic framing)")};
-    static DAT_NAMED_ATTR tcp_attr{const_cast<char*>("transport"), const_cast<char*>("iWARP over MPA/TCP (RFC 5044)")};
-    static DAT_NAMED_ATTR roce_attr{const_cast<char*>("transport"),
-                                    const_cast<char*>("RoCEv2 (InfiniBand RC over UDP 4791, IB CM)")};
-    a->num_transport_attr = 1;
-    a->transport_attr = ia->dev->wire() == Wire::tcp    ? &tcp_attr
-                        : ia->dev->wire() == Wire::roce ? &roce_attr
-                                                        : &udp_attr;
-    a->num_vendor_attr = 0;
-    a->vendor_attr = nullptr;
-  }
-  if (p) {
-    std::memset(static_cast<void*>(p), 0, sizeof *p);
-    copy_name(p->provider_name, ia->name);
-    p->provider_version_major = 0;
-    p->provider_version_minor = 1;
-    p->dapl_version_major = 2;
-    p->dapl_version_minor = 0;
-    p->lmr_mem_types_supported = DAT_MEM_TYPE_VIRTUAL;
-    p->iov_ownership_on_return = DAT_IOV_CONSUMER;
-    p->dat_qos_supported = DAT_QOS_BEST_EFFORT;
-    p->completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(
-        DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
-        DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
-    p->is_thread_safe = DAT_FALSE;
-    p->max_private_data_size = static_cast<DAT_COUNT>(l.max_private_data);
-    p->supports_multipath = DAT_FALSE;
-    p->ep_creator = DAT_PSP_CREATES_EP_IFASKED;  // DAT_PSP_PROVIDER_FLAG
-    p->pz_support = DAT_PZ_UNIQUE;
-    p->optimal_buffer_alignment = 64;
-    // Every event stream can share one EVD with every other.
-    auto* merge = const_cast<DAT_BOOLEAN(*)[6]>(p->evd_stream_merging_supported);
-    for (int i = 0; i < 6; ++i)
-      for (int j = 0; j < 6; ++j) merge[i][j] = DAT_TRUE;
-    // SRQs, their low watermark and the EP high watermarks, SRQ EPs in another PZ, and real
-    // answers from dat_srq_query and dat_ep_recv_query (both counts of each).
-    p->srq_supported = DAT_TRUE;
-    p->srq_watermarks_supported = 1;
-    p->srq_ep_pz_difference_supported = DAT_TRUE;
-    p->srq_info_supported = 1;
-    p->ep_recv_info_supported = 1;
-    p->lmr_sync_req = DAT_FALSE;
-    p->dto_async_return_guaranteed = DAT_FALSE;
-    p->rdma_write_for_rdma_read_req = DAT_FALSE;
-    p->rdma_read_lmr_rmr_context_exposure = DAT_FALSE;
-    p->rmr_scope_supported = DAT_RMR_SCOPE_EP;
-    p->is_signal_safe = DAT_FALSE;
-    p->ha_supported = DAT_FALSE;
-    p->ha_loadbalancing = DAT_HA_LB_NONE;
-    p->num_provider_specific_attr = static_cast<DAT_COUNT>(ia->provider_attrs.size());
-    p->provider_specific_attr = ia->provider_attrs.data();
-  }
+  if (a) fill_ia_attr(ia, a);
+  if (p) fill_provider_attr(ia, p);
   return DAT_SUCCESS;
 }
 

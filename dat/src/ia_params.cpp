@@ -47,16 +47,118 @@ bool apply_env(DeviceConfig& cfg, std::string& error) {
 
 namespace {
 
+using netdev::ItemResult;
+
+// How an item parser ends when its value was judged by `ok` alone.
+ItemResult value_result(bool ok, std::string_view key, std::string_view val, std::string& error) {
+  if (ok) return ItemResult::ok;
+  error = "bad value '" + std::string(val) + "' for " + std::string(key);
+  return ItemResult::bad;
+}
+
+// Busy polling, post batching, SRQ buffer choice and impairment.
+ItemResult parse_engine_item(std::string_view key, std::string_view val, DeviceConfig& cfg, std::string& error) {
+  bool ok = true;
+  if (key == "busy_poll") {
+    ok = parse_bool(val, cfg.busy_poll);
+  } else if (key == "batch_posts") {
+    ok = parse_bool(val, cfg.batch_posts);
+  } else if (key == "srq_alloc") {
+    ok = val == "arrival" || val == "gap_fill";
+    if (ok) cfg.alloc_policy = val == "arrival" ? AllocPolicy::arrival : AllocPolicy::gap_fill;
+  } else if (key == "impair") {
+    netdev::ImpairPlan plan;
+    if (!netdev::parse_impair(val, ':', plan, error)) return ItemResult::bad;
+    cfg.netdev.impair = plan;
+  } else {
+    return ItemResult::unknown;
+  }
+  return value_result(ok, key, val, error);
+}
+
+// Retransmission, connection and keepalive timers.
+ItemResult parse_timer_item(std::string_view key, std::string_view val, DeviceConfig& cfg, std::string& error) {
+  bool ok = true;
+  std::uint32_t n = 0;
+  if (key == "min_rto_us") {
+    ok = parse_uint<std::uint32_t>(val, 100, 10000000, n);
+    if (ok) cfg.min_rto = std::chrono::microseconds(n);
+  } else if (key == "retry_limit") {
+    ok = parse_uint<int>(val, 1, 1000, cfg.retry_limit);
+  } else if (key == "connect_timeout_ms") {
+    ok = parse_uint<std::uint32_t>(val, 1, 3600000, n);
+    if (ok) cfg.connect_timeout = std::chrono::milliseconds(n);
+  } else if (key == "keepalive_ms") {
+    ok = parse_uint<std::uint32_t>(val, 0, 3600000, n);
+    if (ok) cfg.keepalive_idle = std::chrono::milliseconds(n);
+  } else if (key == "keepalive_interval_ms") {
+    ok = parse_uint<std::uint32_t>(val, 10, 600000, n);
+    if (ok) cfg.keepalive_interval = std::chrono::milliseconds(n);
+  } else if (key == "keepalive_probes") {
+    ok = parse_uint<int>(val, 1, 100, cfg.keepalive_probes);
+  } else if (key == "connect_no_answer_ms") {
+    ok = parse_uint<std::uint32_t>(val, 100, 3600000, n);
+    if (ok) cfg.connect_no_answer = std::chrono::milliseconds(n);
+  } else {
+    return ItemResult::unknown;
+  }
+  return value_result(ok, key, val, error);
+}
+
+// The wire and its RoCEv2 and MPA settings.
+ItemResult parse_wire_item(std::string_view key, std::string_view val, DeviceConfig& cfg, std::string& error) {
+  bool ok = true;
+  if (key == "wire") {
+    ok = val == "udp" || val == "tcp" || val == "roce";
+    if (ok) cfg.wire = val == "udp" ? Wire::udp : val == "tcp" ? Wire::tcp : Wire::roce;
+  } else if (key == "roce_mtu") {
+    ok = parse_uint<std::uint32_t>(val, 256, 4096, cfg.roce.mtu) && (cfg.roce.mtu & (cfg.roce.mtu - 1)) == 0;
+  } else if (key == "roce_timeout") {
+    std::uint8_t t = 0;
+    ok = parse_uint<std::uint8_t>(val, 1, 31, t);
+    if (ok) cfg.roce.timeout = t;
+  } else if (key == "roce_retry_cnt") {
+    ok = parse_uint<std::uint8_t>(val, 0, 7, cfg.roce.retry_cnt);
+  } else if (key == "roce_rnr_retry") {
+    ok = parse_uint<std::uint8_t>(val, 0, 7, cfg.roce.rnr_retry);
+  } else if (key == "roce_min_rnr_timer") {
+    ok = parse_uint<std::uint8_t>(val, 0, 31, cfg.roce.min_rnr_timer);
+  } else if (key == "mpa_rev") {
+    ok = parse_uint<std::uint8_t>(val, 1, 2, cfg.mpa.revision);
+  } else if (key == "mpa_crc") {
+    ok = parse_bool(val, cfg.mpa.crc);
+  } else if (key == "mpa_markers") {
+    ok = parse_bool(val, cfg.mpa.markers);
+  } else if (key == "mpa_p2p") {
+    ok = parse_bool(val, cfg.mpa.peer_to_peer);
+  } else {
+    return ItemResult::unknown;
+  }
+  return value_result(ok, key, val, error);
+}
+
+ItemResult parse_ia_item(std::string_view key, std::string_view val, DeviceConfig& cfg, std::string& error) {
+  ItemResult r = netdev::parse_netdev_item(key, val, cfg.netdev, error);
+  if (r == ItemResult::unknown) r = parse_engine_item(key, val, cfg, error);
+  if (r == ItemResult::unknown) r = parse_timer_item(key, val, cfg, error);
+  if (r == ItemResult::unknown) r = parse_wire_item(key, val, cfg, error);
+  return r;
+}
+
+// The next item of a list separated by blanks and commas, from `i` on (empty at the end).
+std::string_view next_item(std::string_view list, std::size_t& i) {
+  while (i < list.size() && (list[i] == ' ' || list[i] == '\t' || list[i] == ',')) ++i;
+  std::size_t j = i;
+  while (j < list.size() && list[j] != ' ' && list[j] != '\t' && list[j] != ',') ++j;
+  const std::string_view item = list.substr(i, j - i);
+  i = j;
+  return item;
+}
+
 bool parse_ia_params_raw(std::string_view params, DeviceConfig& cfg, std::string& error) {
   std::set<std::string, std::less<>> seen;
   std::size_t i = 0;
-  while (i < params.size()) {
-    while (i < params.size() && (params[i] == ' ' || params[i] == '\t' || params[i] == ',')) ++i;
-    if (i >= params.size()) break;
-    std::size_t j = i;
-    while (j < params.size() && params[j] != ' ' && params[j] != '\t' && params[j] != ',') ++j;
-    const std::string_view item = params.substr(i, j - i);
-    i = j;
+  for (std::string_view item = next_item(params, i); !item.empty(); item = next_item(params, i)) {
     const auto eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0) {
       error = "ia_params: '" + std::string(item) + "' is not key=value";
@@ -67,80 +169,13 @@ bool parse_ia_params_raw(std::string_view params, DeviceConfig& cfg, std::string
       error = "ia_params: " + error;
       return false;
     }
-    bool ok = true;
-    if (const auto r = netdev::parse_netdev_item(key, val, cfg.netdev, error); r != netdev::ItemResult::unknown) {
-      if (r == netdev::ItemResult::bad) {
-        error = "ia_params: " + error;
-        return false;
-      }
-      continue;
-    } else if (key == "busy_poll") {
-      ok = parse_bool(val, cfg.busy_poll);
-    } else if (key == "batch_posts") {
-      ok = parse_bool(val, cfg.batch_posts);
-    } else if (key == "min_rto_us") {
-      std::uint32_t us;
-      ok = parse_uint<std::uint32_t>(val, 100, 10000000, us);
-      if (ok) cfg.min_rto = std::chrono::microseconds(us);
-    } else if (key == "retry_limit") {
-      ok = parse_uint<int>(val, 1, 1000, cfg.retry_limit);
-    } else if (key == "connect_timeout_ms") {
-      std::uint32_t ms;
-      ok = parse_uint<std::uint32_t>(val, 1, 3600000, ms);
-      if (ok) cfg.connect_timeout = std::chrono::milliseconds(ms);
-    } else if (key == "keepalive_ms") {
-      std::uint32_t ms;
-      ok = parse_uint<std::uint32_t>(val, 0, 3600000, ms);
-      if (ok) cfg.keepalive_idle = std::chrono::milliseconds(ms);
-    } else if (key == "keepalive_interval_ms") {
-      std::uint32_t ms;
-      ok = parse_uint<std::uint32_t>(val, 10, 600000, ms);
-      if (ok) cfg.keepalive_interval = std::chrono::milliseconds(ms);
-    } else if (key == "keepalive_probes") {
-      ok = parse_uint<int>(val, 1, 100, cfg.keepalive_probes);
-    } else if (key == "connect_no_answer_ms") {
-      std::uint32_t ms;
-      ok = parse_uint<std::uint32_t>(val, 100, 3600000, ms);
-      if (ok) cfg.connect_no_answer = std::chrono::milliseconds(ms);
-    } else if (key == "wire") {
-      ok = val == "udp" || val == "tcp" || val == "roce";
-      if (ok) cfg.wire = val == "udp" ? Wire::udp : val == "tcp" ? Wire::tcp : Wire::roce;
-    } else if (key == "roce_mtu") {
-      ok = parse_uint<std::uint32_t>(val, 256, 4096, cfg.roce.mtu) && (cfg.roce.mtu & (cfg.roce.mtu - 1)) == 0;
-    } else if (key == "roce_timeout") {
-      std::uint8_t t = 0;
-      ok = parse_uint<std::uint8_t>(val, 1, 31, t);
-      if (ok) cfg.roce.timeout = t;
-    } else if (key == "roce_retry_cnt") {
-      ok = parse_uint<std::uint8_t>(val, 0, 7, cfg.roce.retry_cnt);
-    } else if (key == "roce_rnr_retry") {
-      ok = parse_uint<std::uint8_t>(val, 0, 7, cfg.roce.rnr_retry);
-    } else if (key == "roce_min_rnr_timer") {
-      ok = parse_uint<std::uint8_t>(val, 0, 31, cfg.roce.min_rnr_timer);
-    } else if (key == "mpa_rev") {
-      ok = parse_uint<std::uint8_t>(val, 1, 2, cfg.mpa.revision);
-    } else if (key == "mpa_crc") {
-      ok = parse_bool(val, cfg.mpa.crc);
-    } else if (key == "mpa_markers") {
-      ok = parse_bool(val, cfg.mpa.markers);
-    } else if (key == "mpa_p2p") {
-      ok = parse_bool(val, cfg.mpa.peer_to_peer);
-    } else if (key == "srq_alloc") {
-      ok = val == "arrival" || val == "gap_fill";
-      if (ok) cfg.alloc_policy = val == "arrival" ? AllocPolicy::arrival : AllocPolicy::gap_fill;
-    } else if (key == "impair") {
-      netdev::ImpairPlan plan;
-      if (!netdev::parse_impair(val, ':', plan, error)) {
-        error = "ia_params: " + error;
-        return false;
-      }
-      cfg.netdev.impair = plan;
-    } else {
+    const ItemResult r = parse_ia_item(key, val, cfg, error);
+    if (r == ItemResult::unknown) {
       error = "ia_params: unknown key '" + std::string(key) + "'";
       return false;
     }
-    if (!ok) {
-      error = "ia_params: bad value '" + std::string(val) + "' for " + std::string(key);
+    if (r == ItemResult::bad) {
+      error = "ia_params: " + error;
       return false;
     }
   }

@@ -272,34 +272,44 @@ bool check_eal(const NetdevConfig& cfg, std::string& error) {
   return true;
 }
 
-}  // namespace
+// How an item parser ends when its value was judged by `ok` alone.
+ItemResult value_result(bool ok, std::string_view key, std::string_view val, std::string& error) {
+  if (ok) return ItemResult::ok;
+  error = "bad value '" + printable(val) + "' for " + printable(key);
+  return ItemResult::bad;
+}
 
-ItemResult parse_netdev_item(std::string_view key, std::string_view val, NetdevConfig& cfg, std::string& error) {
+ItemResult parse_ip_item(std::string_view val, NetdevConfig& cfg, std::string& error) {
+  std::uint32_t ip = 0;
+  std::string v(val);
+  // An interface's name ("eth0", as OFA dapl's "eth0 0") stands for its primary IPv4 address;
+  // digits and dots alone are an address (or a bad one).
+  if (!v.empty() && v.find_first_not_of("0123456789.") != std::string::npos) {
+    std::string e;
+    if (!interface_ipv4(v, ip, e)) {
+      error = "ip=" + printable(val) + ": not an IPv4 address, and " + e;
+      return ItemResult::bad;
+    }
+    v = ipv4_to_string(ip);
+  }
+  if (parse_ipv4(v, ip) && !is_unicast_ipv4(ip)) {
+    error = "ip=" + printable(val) +
+            ": not a unicast IPv4 address (0.0.0.0, broadcast, multicast and 240/4 cannot be an RNIC's address)";
+    return ItemResult::bad;
+  }
+  const bool ok = parse_ipv4(v, ip);
+  if (ok) cfg.ip = v;
+  return value_result(ok, "ip", val, error);
+}
+
+// The items every backend reads.
+ItemResult parse_common_item(std::string_view key, std::string_view val, NetdevConfig& cfg, std::string& error) {
   bool ok = true;
-  DpdkConfig& d = cfg.dpdk;
   if (key == "netdev") {
     ok = val == "udp" || val == "loopback" || val == "dpdk";
     if (ok) cfg.kind = std::string(val);
   } else if (key == "ip") {
-    std::uint32_t ip = 0;
-    std::string v(val);
-    // An interface's name ("eth0", as OFA dapl's "eth0 0") stands for its primary IPv4 address;
-    // digits and dots alone are an address (or a bad one).
-    if (!v.empty() && v.find_first_not_of("0123456789.") != std::string::npos) {
-      std::string e;
-      if (!interface_ipv4(v, ip, e)) {
-        error = "ip=" + printable(val) + ": not an IPv4 address, and " + e;
-        return ItemResult::bad;
-      }
-      v = ipv4_to_string(ip);
-    }
-    if (parse_ipv4(v, ip) && !is_unicast_ipv4(ip)) {
-      error = "ip=" + printable(val) +
-              ": not a unicast IPv4 address (0.0.0.0, broadcast, multicast and 240/4 cannot be an RNIC's address)";
-      return ItemResult::bad;
-    }
-    ok = parse_ipv4(v, ip);
-    if (ok) cfg.ip = v;
+    return parse_ip_item(val, cfg, error);
   } else if (key == "port") {
     ok = parse_uint<std::uint16_t>(val, 1, 65535, cfg.port);
   } else if (key == "port_fixed") {
@@ -311,7 +321,16 @@ ItemResult parse_netdev_item(std::string_view key, std::string_view val, NetdevC
   } else if (key == "pcap") {
     if (!pcap_path_ok(std::string(val), error)) return ItemResult::bad;
     cfg.pcap = std::string(val);
-  } else if (key == "dpdk_vdev") {
+  } else {
+    return ItemResult::unknown;
+  }
+  return value_result(ok, key, val, error);
+}
+
+// The dpdk items that choose the device and set up EAL.
+ItemResult parse_dpdk_eal_item(std::string_view key, std::string_view val, DpdkConfig& d, std::string& error) {
+  bool ok = true;
+  if (key == "dpdk_vdev") {
     ok = !val.empty();
     if (ok) d.vdev = semicolons_to_commas(val);
   } else if (key == "dpdk_pci") {
@@ -330,7 +349,16 @@ ItemResult parse_netdev_item(std::string_view key, std::string_view val, NetdevC
     ok = parse_uint<std::uint32_t>(val, 64, 65536, d.mem_mb);
   } else if (key == "dpdk_huge") {
     ok = parse_bool(val, d.hugepages);
-  } else if (key == "dpdk_rxd") {
+  } else {
+    return ItemResult::unknown;
+  }
+  return value_result(ok, key, val, error);
+}
+
+// The dpdk items that set up the port and its frames.
+ItemResult parse_dpdk_port_item(std::string_view key, std::string_view val, DpdkConfig& d, std::string& error) {
+  bool ok = true;
+  if (key == "dpdk_rxd") {
     ok = parse_uint<std::uint16_t>(val, 64, 16384, d.rx_desc);
   } else if (key == "dpdk_txd") {
     ok = parse_uint<std::uint16_t>(val, 64, 16384, d.tx_desc);
@@ -365,11 +393,16 @@ ItemResult parse_netdev_item(std::string_view key, std::string_view val, NetdevC
   } else {
     return ItemResult::unknown;
   }
-  if (!ok) {
-    error = "bad value '" + printable(val) + "' for " + printable(key);
-    return ItemResult::bad;
-  }
-  return ItemResult::ok;
+  return value_result(ok, key, val, error);
+}
+
+}  // namespace
+
+ItemResult parse_netdev_item(std::string_view key, std::string_view val, NetdevConfig& cfg, std::string& error) {
+  ItemResult r = parse_common_item(key, val, cfg, error);
+  if (r == ItemResult::unknown) r = parse_dpdk_eal_item(key, val, cfg.dpdk, error);
+  if (r == ItemResult::unknown) r = parse_dpdk_port_item(key, val, cfg.dpdk, error);
+  return r;
 }
 
 bool validate_dpdk_config(const NetdevConfig& cfg, std::string& error) {

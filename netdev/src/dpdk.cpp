@@ -201,19 +201,7 @@ class DpdkNetdev final : public Netdev {
       return false;
     }
     const DpdkConfig& d = cfg.dpdk;
-    parse_ipv4(cfg.ip, ip_);
-    udp_port_ = cfg.port;
-    id_zero_ = cfg.dont_fragment;
-    mtu_ = d.mtu;
-    max_dgram_ = cfg.max_datagram ? cfg.max_datagram : d.mtu - 28;
-    check_udp_ = d.check_udp_checksum;
-    link_timeout_ = std::chrono::milliseconds(d.link_timeout_ms);
-    for (const auto& n : d.neigh) {
-      std::uint32_t nip;
-      eth::Mac m;
-      std::string e;
-      if (eth::parse_neighbour(n, nip, m, e)) neigh_[nip] = Neigh{m, true};
-    }
+    take_config(cfg);
     if (!d.vdev.empty() && !check_vdev_host(d.vdev, error)) return false;
     if (!cfg.pcap.empty()) {
       pcap_ = PcapWriter::open(cfg.pcap, error);
@@ -221,57 +209,16 @@ class DpdkNetdev final : public Netdev {
     }
 
     std::unique_lock glk(g_eal_mu);
-    if (g_eal != EalState::unused) {
-      error = g_eal == EalState::active
-                  ? "dpdk netdev: DPDK's EAL is already in use by another IA in this process (one dpdk IA per "
-                    "process: EAL is initialised once per process)"
-                  : "dpdk netdev: DPDK's EAL was already initialised and cleaned up in this process; DPDK cannot "
-                    "initialise it again (one dpdk IA per process)";
-      return false;
-    }
+    if (!eal_unused(error)) return false;
     prefix_ = arg_value(args, "--file-prefix");
     run_dir_ = runtime_dir(prefix_);
     std::string joined;
     for (const auto& a : args) joined += (joined.empty() ? "" : " ") + a;
-    if (std::filesystem::exists(run_dir_)) {
-      if (config_locked(run_dir_ + "/config")) {
-        // A live primary with this prefix: EAL would fail, and its directory is not ours to remove.
-        error = "dpdk netdev: another DPDK process is running with file prefix '" + prefix_ + "' (" + run_dir_ +
-                "); choose another dpdk_prefix";
-        return false;
-      }
-      std::error_code ec;
-      std::filesystem::remove_all(run_dir_, ec);  // left behind by a process that died
-    }
+    if (!clear_run_dir(error)) return false;
     const std::string pmd = devargs_name(d.vdev);
     if (pmd.rfind("net_vhost", 0) == 0 || pmd.rfind("net_virtio_user", 0) == 0)
       std::signal(SIGPIPE, SIG_IGN);  // a closing vhost peer would kill us with SIGPIPE
-
-    // EAL pins the calling thread to its main lcore; the consumer's thread (and the threads it
-    // starts later) keep the affinity they had.
-    cpu_set_t saved;
-    CPU_ZERO(&saved);
-    const bool have_aff = pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
-    argv_store_ = args;
-    std::vector<char*> argv;
-    for (auto& a : argv_store_) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    g_eal = EalState::finished;  // whatever happens now, EAL cannot be initialised again
-    rte_errno = 0;
-    const int r = rte_eal_init(static_cast<int>(argv.size() - 1), argv.data());
-    const int eal_errno = rte_errno;
-    if (have_aff) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
-    if (r < 0) {
-      error = "dpdk netdev: EAL initialisation failed (" +
-              std::string(eal_errno ? rte_strerror(eal_errno) : "no reason given; see EAL's messages above") +
-              "); arguments: " + joined;
-      std::error_code ec;
-      std::filesystem::remove_all(run_dir_, ec);
-      return false;
-    }
-    g_eal = EalState::active;
-    eal_up_ = true;
-    tsc_per_ms_ = std::max<std::uint64_t>(1, rte_get_tsc_hz() / 1000);
+    if (!init_eal(args, joined, error)) return false;
     glk.unlock();
     if (!setup_port(cfg, error)) {
       error = "dpdk netdev: " + error + " (EAL arguments: " + joined + ")";
@@ -484,8 +431,108 @@ class DpdkNetdev final : public Netdev {
     return alive;
   }
 
+  void take_config(const NetdevConfig& cfg) {
+    const DpdkConfig& d = cfg.dpdk;
+    parse_ipv4(cfg.ip, ip_);
+    udp_port_ = cfg.port;
+    id_zero_ = cfg.dont_fragment;
+    mtu_ = d.mtu;
+    max_dgram_ = cfg.max_datagram ? cfg.max_datagram : d.mtu - 28;
+    check_udp_ = d.check_udp_checksum;
+    link_timeout_ = std::chrono::milliseconds(d.link_timeout_ms);
+    for (const auto& n : d.neigh) {
+      std::uint32_t nip;
+      eth::Mac m;
+      std::string e;
+      if (eth::parse_neighbour(n, nip, m, e)) neigh_[nip] = Neigh{m, true};
+    }
+  }
+
+  // Whether this process may still initialise EAL (the caller holds g_eal_mu).
+  static bool eal_unused(std::string& error) {
+    if (g_eal == EalState::unused) return true;
+    error = g_eal == EalState::active
+                ? "dpdk netdev: DPDK's EAL is already in use by another IA in this process (one dpdk IA per "
+                  "process: EAL is initialised once per process)"
+                : "dpdk netdev: DPDK's EAL was already initialised and cleaned up in this process; DPDK cannot "
+                  "initialise it again (one dpdk IA per process)";
+    return false;
+  }
+
+  // Removes the runtime directory a dead process left behind with our prefix.
+  bool clear_run_dir(std::string& error) {
+    if (!std::filesystem::exists(run_dir_)) return true;
+    if (config_locked(run_dir_ + "/config")) {
+      // A live primary with this prefix: EAL would fail, and its directory is not ours to remove.
+      error = "dpdk netdev: another DPDK process is running with file prefix '" + prefix_ + "' (" + run_dir_ +
+              "); choose another dpdk_prefix";
+      return false;
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(run_dir_, ec);  // left behind by a process that died
+    return true;
+  }
+
+  // The caller holds g_eal_mu.
+  bool init_eal(const std::vector<std::string>& args, const std::string& joined, std::string& error) {
+    // EAL pins the calling thread to its main lcore; the consumer's thread (and the threads it
+    // starts later) keep the affinity they had.
+    cpu_set_t saved;
+    CPU_ZERO(&saved);
+    const bool have_aff = pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
+    argv_store_ = args;
+    std::vector<char*> argv;
+    for (auto& a : argv_store_) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    g_eal = EalState::finished;  // whatever happens now, EAL cannot be initialised again
+    rte_errno = 0;
+    const int r = rte_eal_init(static_cast<int>(argv.size() - 1), argv.data());
+    const int eal_errno = rte_errno;
+    if (have_aff) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+    if (r < 0) {
+      error = "dpdk netdev: EAL initialisation failed (" +
+              std::string(eal_errno ? rte_strerror(eal_errno) : "no reason given; see EAL's messages above") +
+              "); arguments: " + joined;
+      std::error_code ec;
+      std::filesystem::remove_all(run_dir_, ec);
+      return false;
+    }
+    g_eal = EalState::active;
+    eal_up_ = true;
+    tsc_per_ms_ = std::max<std::uint64_t>(1, rte_get_tsc_hz() / 1000);
+    return true;
+  }
+
+  // What setup_port's steps learn about the port and hand on to the next ones.
+  struct PortSetup {
+    rte_eth_dev_info info{};
+    unsigned mbuf_room = 0;  // data room of one mbuf, headroom included
+    bool rx_intr = false;    // the port was configured with receive interrupts
+  };
+
   bool setup_port(const NetdevConfig& cfg, std::string& error) {
     const DpdkConfig& d = cfg.dpdk;
+    PortSetup s;
+    if (!find_port(d, error) || !check_port_mtu(s, error) || !size_mbufs(d, s, error) || !configure_port(d, s, error) ||
+        !setup_queues(d, s, error))
+      return false;
+    set_mac(d);
+
+    // Start (memif: fails with EPERM while the peer's socket is not listening yet) and wait for
+    // the link; a memif client whose link stays down is restarted (its first connect can race
+    // the server's start-up and is never retried).
+    const auto deadline = Clock::now() + link_timeout_;
+    if (!start_port(deadline, error)) return false;
+    if (s.rx_intr) open_rx_interrupt();
+    // A memif server's link comes up when its client connects, which may be much later (the
+    // client is often started after the server is ready): do not wait for it. Frames sent
+    // before then are dropped and counted; the RNIC's reliability layer resends.
+    if (!memif_socket_.empty() && !memif_client_) return true;
+    return wait_for_link(deadline, error);
+  }
+
+  // Picks the port (by number, by the device's name, or the only one there is): port_, port_name_.
+  bool find_port(const DpdkConfig& d, std::string& error) {
     std::uint16_t pid = 0;
     if (d.port >= 0) {
       pid = static_cast<std::uint16_t>(d.port);
@@ -496,22 +543,10 @@ class DpdkNetdev final : public Netdev {
       }
     } else if (!d.vdev.empty() || !d.pci.empty()) {
       const std::string name = devargs_name(d.vdev.empty() ? d.pci : d.vdev);
-      if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
-        bool found = false;
-        for (std::uint16_t p = 0; p < RTE_MAX_ETHPORTS; ++p) {
-          if (!rte_eth_dev_is_valid_port(p)) continue;
-          char n[RTE_ETH_NAME_MAX_LEN];
-          if (rte_eth_dev_get_name_by_port(p, n) == 0 && std::string(n).find(name) != std::string::npos) {
-            pid = p;
-            found = true;
-            break;
-          }
-        }
-        if (!found) {
-          error = "no port for device '" + name + "' (the PMD did not create it: see EAL's messages above" +
-                  (d.pci.empty() ? std::string(")") : "; is the device bound to vfio-pci?)");
-          return false;
-        }
+      if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0 && !find_port_named_like(name, pid)) {
+        error = "no port for device '" + name + "' (the PMD did not create it: see EAL's messages above" +
+                (d.pci.empty() ? std::string(")") : "; is the device bound to vfio-pci?)");
+        return false;
       }
     } else if (rte_eth_dev_count_avail() == 0) {
       error = "no DPDK port (give dpdk_vdev or dpdk_pci)";
@@ -521,9 +556,26 @@ class DpdkNetdev final : public Netdev {
     char pname[RTE_ETH_NAME_MAX_LEN] = "?";
     rte_eth_dev_get_name_by_port(port_, pname);
     port_name_ = pname;
+    return true;
+  }
 
-    rte_eth_dev_info info{};
-    if (int r = rte_eth_dev_info_get(port_, &info); r != 0) {
+  // The first port whose name contains `name`.
+  static bool find_port_named_like(const std::string& name, std::uint16_t& pid) {
+    for (std::uint16_t p = 0; p < RTE_MAX_ETHPORTS; ++p) {
+      if (!rte_eth_dev_is_valid_port(p)) continue;
+      char n[RTE_ETH_NAME_MAX_LEN];
+      if (rte_eth_dev_get_name_by_port(p, n) == 0 && std::string(n).find(name) != std::string::npos) {
+        pid = p;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Reads the port's info into s.info; the MTU asked for must lie in the port's range.
+  bool check_port_mtu(PortSetup& s, std::string& error) {
+    const rte_eth_dev_info& info = s.info;
+    if (int r = rte_eth_dev_info_get(port_, &s.info); r != 0) {
       error = "rte_eth_dev_info_get(port " + std::to_string(port_) + "): " + std::strerror(-r);
       return false;
     }
@@ -532,16 +584,24 @@ class DpdkNetdev final : public Netdev {
               std::to_string(info.max_mtu) + ", not mtu=" + std::to_string(mtu_);
       return false;
     }
+    return true;
+  }
+
+  bool size_mbufs(const DpdkConfig& d, PortSetup& s, std::string& error) {
     unsigned frame = mtu_ + eth::kEthHdr + 4;
     // af_packet wants an mbuf that holds a whole TPACKET frame
     if (const std::string fs = kvarg(d.vdev, "framesz"); !fs.empty() && port_name_.rfind("net_af_packet", 0) == 0)
       frame = std::max<unsigned>(frame, static_cast<unsigned>(std::atoi(fs.c_str())));
-    const unsigned room = std::max<unsigned>(RTE_MBUF_DEFAULT_DATAROOM, frame) + RTE_PKTMBUF_HEADROOM;
-    if (room > 65535) {
+    s.mbuf_room = std::max<unsigned>(RTE_MBUF_DEFAULT_DATAROOM, frame) + RTE_PKTMBUF_HEADROOM;
+    if (s.mbuf_room > 65535) {
       error = "mtu " + std::to_string(mtu_) + " too large for one mbuf";
       return false;
     }
-    std::uint16_t rxd = d.rx_desc, txd = d.tx_desc;
+    return true;
+  }
+
+  bool configure_port(const DpdkConfig& d, PortSetup& s, std::string& error) {
+    const rte_eth_dev_info& info = s.info;
     rte_eth_conf conf{};
     conf.rxmode.mtu = mtu_;
     // Receive interrupts where the PMD has them (tap, virtio-user, NICs through vfio); the
@@ -570,28 +630,24 @@ class DpdkNetdev final : public Netdev {
               ")";
       return false;
     }
+    s.rx_intr = conf.intr_conf.rxq != 0;
+    return true;
+  }
+
+  bool setup_queues(const DpdkConfig& d, const PortSetup& s, std::string& error) {
+    std::uint16_t rxd = d.rx_desc, txd = d.tx_desc;
     rte_eth_dev_adjust_nb_rx_tx_desc(port_, &rxd, &txd);
     rx_desc_ = rxd;
     const unsigned nmbufs = std::max(8191u, (2u * (rxd + txd) + 1023u) | 1023u);
     const int socket = std::max(0, rte_eth_dev_socket_id(port_));
     pool_ = rte_pktmbuf_pool_create(("softrnic_mb_" + std::to_string(::getpid())).c_str(), nmbufs, 256, 0,
-                                    static_cast<std::uint16_t>(room), socket);
+                                    static_cast<std::uint16_t>(s.mbuf_room), socket);
     if (!pool_) {
-      error = "mbuf pool of " + std::to_string(nmbufs) + " x " + std::to_string(room) +
+      error = "mbuf pool of " + std::to_string(nmbufs) + " x " + std::to_string(s.mbuf_room) +
               " bytes: " + rte_strerror(rte_errno) + " (raise dpdk_mem)";
       return false;
     }
-    // Fault the pool's pages in now: without hugepages its memory is faulted page by page on
-    // first touch, and without a per-lcore cache the pool hands out every mbuf once before it
-    // reuses one, so the first few thousand frames each paid for page faults (60-90 us ping
-    // round trips on memif instead of 5 us).
-    rte_mempool_mem_iter(
-        pool_,
-        [](rte_mempool*, void*, rte_mempool_memhdr* m, unsigned) {
-          auto* p = static_cast<volatile std::uint8_t*>(m->addr);
-          for (std::size_t off = 0; off < m->len; off += 4096) p[off] = p[off];
-        },
-        nullptr);
+    fault_in_pool();
     if (int r = rte_eth_rx_queue_setup(port_, 0, rxd, static_cast<unsigned>(socket), nullptr, pool_); r != 0) {
       error = "rx queue setup (port " + port_name_ + "): " + std::strerror(-r);
       return false;
@@ -601,6 +657,25 @@ class DpdkNetdev final : public Netdev {
       return false;
     }
     port_configured_ = true;
+    return true;
+  }
+
+  // Fault the pool's pages in now: without hugepages its memory is faulted page by page on
+  // first touch, and without a per-lcore cache the pool hands out every mbuf once before it
+  // reuses one, so the first few thousand frames each paid for page faults (60-90 us ping
+  // round trips on memif instead of 5 us).
+  void fault_in_pool() {
+    rte_mempool_mem_iter(
+        pool_,
+        [](rte_mempool*, void*, rte_mempool_memhdr* m, unsigned) {
+          auto* p = static_cast<volatile std::uint8_t*>(m->addr);
+          for (std::size_t off = 0; off < m->len; off += 4096) p[off] = p[off];
+        },
+        nullptr);
+  }
+
+  // mac_: the configured address, else the port's; one derived from the IP address when neither is usable.
+  void set_mac(const DpdkConfig& d) {
     rte_ether_addr hw{};
     rte_eth_macaddr_get(port_, &hw);
     std::memcpy(mac_.b.data(), hw.addr_bytes, 6);
@@ -617,11 +692,9 @@ class DpdkNetdev final : public Netdev {
       mac_ = eth::mac_from_ip(ip_);
       rte_eth_promiscuous_enable(port_);
     }
+  }
 
-    // Start (memif: fails with EPERM while the peer's socket is not listening yet) and wait for
-    // the link; a memif client whose link stays down is restarted (its first connect can race
-    // the server's start-up and is never retried).
-    const auto deadline = Clock::now() + link_timeout_;
+  bool start_port(Clock::time_point deadline, std::string& error) {
     int r = 0;
     while ((r = rte_eth_dev_start(port_)) != 0 && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -633,15 +706,16 @@ class DpdkNetdev final : public Netdev {
       return false;
     }
     started_ = true;
-    if (conf.intr_conf.rxq) {
-      intr_fd_ = rte_eth_dev_rx_intr_ctl_q_get_fd(port_, 0);
-      if (intr_fd_ >= 0) wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-      if (wake_fd_ < 0) intr_fd_ = -1;
-    }
-    // A memif server's link comes up when its client connects, which may be much later (the
-    // client is often started after the server is ready): do not wait for it. Frames sent
-    // before then are dropped and counted; the RNIC's reliability layer resends.
-    if (!memif_socket_.empty() && !memif_client_) return true;
+    return true;
+  }
+
+  void open_rx_interrupt() {
+    intr_fd_ = rte_eth_dev_rx_intr_ctl_q_get_fd(port_, 0);
+    if (intr_fd_ >= 0) wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0) intr_fd_ = -1;
+  }
+
+  bool wait_for_link(Clock::time_point deadline, std::string& error) {
     auto last_start = Clock::now();
     for (;;) {
       rte_eth_link link{};

@@ -283,12 +283,9 @@ int serve(const Options& o) {
 }
 
 // ---- client ----
-int client(const Options& o) {
-  Node n(o);
-  n.open();
-  // Credit messages (msgrate); ping-pong echoes go to message slots, posted below.
-  if (o.test == "msgrate")
-    for (std::size_t i = 0; i < n.slots; ++i) n.post_recv(n.ctl_slot(i), 1u << 30);
+
+// Connects to the server; returns where it lets us read and write.
+Target connect_to_server(Node& n, const Options& o) {
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_port = htons(o.port);
@@ -304,99 +301,126 @@ int client(const Options& o) {
   const auto& cd = ev.event_data.connect_event_data;
   if (cd.private_data_size < static_cast<DAT_COUNT>(sizeof t)) fail("no target in the accept private data");
   std::memcpy(&t, cd.private_data, sizeof t);
+  return t;
+}
+
+void client_pingpong(Node& n, const Options& o) {
+  // Echoes arrive in our message slots: repost them as they come.
+  for (std::size_t i = 0; i < n.slots; ++i) n.post_recv(n.slot(i, o.size), i);
+  std::vector<double> rtt;
+  rtt.reserve(o.iters);
+  double cpu0 = 0;
+  const std::size_t total = o.iters + o.warmup;
+  for (std::size_t i = 0; i < total; ++i) {
+    if (i == o.warmup) cpu0 = cpu_us();
+    const auto t0 = Clock::now();
+    n.post_send(n.slot(i, o.size), i, o.signaled);
+    const std::uint64_t s = n.wait_dto(n.rcv, "pong");
+    const auto t1 = Clock::now();
+    n.post_recv(n.slot(s, o.size), s);
+    if (o.signaled) n.reap(n.req, "ping sent");
+    if (i >= o.warmup) rtt.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  const double cpu = cpu_us() - cpu0;
+  const auto [mn, mx] = std::minmax_element(rtt.begin(), rtt.end());
+  const double lo = *mn, hi = *mx;
+  std::printf(
+      "{\"median_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f,\"min_us\":%.3f,\"max_us\":%.3f,\"iters\":%zu,"
+      "\"cpu_us_per_msg\":%.3f}\n",
+      pct(rtt, 0.5), pct(rtt, 0.99), pct(rtt, 0.999), lo, hi, rtt.size(), cpu / static_cast<double>(o.iters));
+}
+
+// Posts RDMA Write or Read number `i` of the stream (the target's buffer used round-robin).
+void post_rdma(Node& n, const Options& o, const Target& t, bool write, std::size_t i) {
+  const DAT_LMR_TRIPLET l = n.slot(i, o.size);
+  DAT_RMR_TRIPLET r;
+  r.rmr_context = t.rmr_context;
+  r.virtual_address = t.va + (i % (t.length / std::max<std::size_t>(o.size, 1))) * o.size;
+  r.segment_length = static_cast<DAT_SEG_LENGTH>(o.size);
+  DAT_DTO_COOKIE c;
+  c.as_64 = i;
+  const DAT_RETURN rr =
+      write ? dat_ep_post_rdma_write(n.ep, 1, const_cast<DAT_LMR_TRIPLET*>(&l), c, &r, DAT_COMPLETION_DEFAULT_FLAG)
+            : dat_ep_post_rdma_read(n.ep, 1, const_cast<DAT_LMR_TRIPLET*>(&l), c, &r, DAT_COMPLETION_DEFAULT_FLAG);
+  check(rr, write ? "dat_ep_post_rdma_write" : "dat_ep_post_rdma_read");
+}
+
+void client_rdma_bw(Node& n, const Options& o, const Target& t) {
+  const bool write = o.test == "write_bw";
+  const std::size_t window = write ? o.window : std::min<std::size_t>(o.window, 16);
+  const double cpu0 = cpu_us();
+  const auto t0 = Clock::now();
+  std::size_t posted = 0, done = 0;
+  while (done < o.iters) {
+    for (; posted < o.iters && posted - done < window; ++posted) post_rdma(n, o, t, write, posted);
+    n.wait_dto(n.req, write ? "RDMA Write" : "RDMA Read");
+    ++done;
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu = cpu_us() - cpu0;
+  n.post_send(n.ctl_slot(0), 0, true);  // done
+  n.wait_dto(n.req, "done");
+  const double bytes = static_cast<double>(o.iters) * static_cast<double>(o.size);
+  std::printf("{\"mbps\":%.1f,\"msgs_per_s\":%.0f,\"cpu_us_per_msg\":%.3f}\n", bytes / secs / 1e6,
+              static_cast<double>(o.iters) / secs, cpu / static_cast<double>(o.iters));
+}
+
+// Connected, nothing to do for --iters ms: what the progress threads cost (% of one core).
+void client_idle(Node& n, const Options& o) {
+  const double cpu0 = cpu_us();
+  std::this_thread::sleep_for(std::chrono::milliseconds(o.iters));
+  const double cpu = cpu_us() - cpu0;
+  n.post_send(n.ctl_slot(0), 0, true);  // done
+  n.wait_dto(n.req, "done");
+  std::printf("{\"cpu_pct\":%.3f,\"idle_ms\":%zu}\n", cpu / (static_cast<double>(o.iters) * 1e3) * 100, o.iters);
+}
+
+void client_msgrate(Node& n, const Options& o) {
+  // The server posted 2 x window receives and returns a credit message every `window`
+  // receives it reposted: never more than that outstanding, so no Send finds no buffer.
+  const double cpu0 = cpu_us();
+  const auto t0 = Clock::now();
+  std::size_t sent = 0, credited = 0;
+  while (sent < o.iters) {
+    while (sent < o.iters && sent - credited < n.slots) {
+      n.post_send(n.slot(sent, o.size), sent, false);
+      ++sent;
+    }
+    if (sent < o.iters || credited < o.iters) {
+      n.wait_dto(n.rcv, "credit");
+      n.post_recv(n.ctl_slot(credited / o.window), 1u << 30);
+      credited = std::min(o.iters, credited + o.window);
+    }
+  }
+  while (credited < o.iters) {
+    n.wait_dto(n.rcv, "credit");
+    credited = std::min(o.iters, credited + o.window);
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu = cpu_us() - cpu0;
+  std::printf("{\"mbps\":%.1f,\"msgs_per_s\":%.0f,\"cpu_us_per_msg\":%.3f}\n",
+              static_cast<double>(o.iters * o.size) / secs / 1e6, static_cast<double>(o.iters) / secs,
+              cpu / static_cast<double>(o.iters));
+}
+
+int client(const Options& o) {
+  Node n(o);
+  n.open();
+  // Credit messages (msgrate); ping-pong echoes go to message slots, posted below.
+  if (o.test == "msgrate")
+    for (std::size_t i = 0; i < n.slots; ++i) n.post_recv(n.ctl_slot(i), 1u << 30);
+  const Target t = connect_to_server(n, o);
   if (o.test == "write_bw" || o.test == "read_bw")
     if (t.length < o.size) fail("server buffer too small");
 
   if (o.test == "pingpong") {
-    // Echoes arrive in our message slots: repost them as they come.
-    for (std::size_t i = 0; i < n.slots; ++i) n.post_recv(n.slot(i, o.size), i);
-    std::vector<double> rtt;
-    rtt.reserve(o.iters);
-    double cpu0 = 0;
-    const std::size_t total = o.iters + o.warmup;
-    for (std::size_t i = 0; i < total; ++i) {
-      if (i == o.warmup) cpu0 = cpu_us();
-      const auto t0 = Clock::now();
-      n.post_send(n.slot(i, o.size), i, o.signaled);
-      const std::uint64_t s = n.wait_dto(n.rcv, "pong");
-      const auto t1 = Clock::now();
-      n.post_recv(n.slot(s, o.size), s);
-      if (o.signaled) n.reap(n.req, "ping sent");
-      if (i >= o.warmup) rtt.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-    }
-    const double cpu = cpu_us() - cpu0;
-    const auto [mn, mx] = std::minmax_element(rtt.begin(), rtt.end());
-    const double lo = *mn, hi = *mx;
-    std::printf(
-        "{\"median_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f,\"min_us\":%.3f,\"max_us\":%.3f,\"iters\":%zu,"
-        "\"cpu_us_per_msg\":%.3f}\n",
-        pct(rtt, 0.5), pct(rtt, 0.99), pct(rtt, 0.999), lo, hi, rtt.size(), cpu / static_cast<double>(o.iters));
+    client_pingpong(n, o);
   } else if (o.test == "write_bw" || o.test == "read_bw") {
-    const bool write = o.test == "write_bw";
-    const std::size_t window = write ? o.window : std::min<std::size_t>(o.window, 16);
-    const double cpu0 = cpu_us();
-    const auto t0 = Clock::now();
-    std::size_t posted = 0, done = 0;
-    while (done < o.iters) {
-      while (posted < o.iters && posted - done < window) {
-        const DAT_LMR_TRIPLET l = n.slot(posted, o.size);
-        DAT_RMR_TRIPLET r;
-        r.rmr_context = t.rmr_context;
-        r.virtual_address = t.va + (posted % (t.length / std::max<std::size_t>(o.size, 1))) * o.size;
-        r.segment_length = static_cast<DAT_SEG_LENGTH>(o.size);
-        DAT_DTO_COOKIE c;
-        c.as_64 = posted;
-        const DAT_RETURN rr =
-            write
-                ? dat_ep_post_rdma_write(n.ep, 1, const_cast<DAT_LMR_TRIPLET*>(&l), c, &r, DAT_COMPLETION_DEFAULT_FLAG)
-                : dat_ep_post_rdma_read(n.ep, 1, const_cast<DAT_LMR_TRIPLET*>(&l), c, &r, DAT_COMPLETION_DEFAULT_FLAG);
-        check(rr, write ? "dat_ep_post_rdma_write" : "dat_ep_post_rdma_read");
-        ++posted;
-      }
-      n.wait_dto(n.req, write ? "RDMA Write" : "RDMA Read");
-      ++done;
-    }
-    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double cpu = cpu_us() - cpu0;
-    n.post_send(n.ctl_slot(0), 0, true);  // done
-    n.wait_dto(n.req, "done");
-    const double bytes = static_cast<double>(o.iters) * static_cast<double>(o.size);
-    std::printf("{\"mbps\":%.1f,\"msgs_per_s\":%.0f,\"cpu_us_per_msg\":%.3f}\n", bytes / secs / 1e6,
-                static_cast<double>(o.iters) / secs, cpu / static_cast<double>(o.iters));
+    client_rdma_bw(n, o, t);
   } else if (o.test == "idle") {
-    // Connected, nothing to do for --iters ms: what the progress threads cost (% of one core).
-    const double cpu0 = cpu_us();
-    std::this_thread::sleep_for(std::chrono::milliseconds(o.iters));
-    const double cpu = cpu_us() - cpu0;
-    n.post_send(n.ctl_slot(0), 0, true);  // done
-    n.wait_dto(n.req, "done");
-    std::printf("{\"cpu_pct\":%.3f,\"idle_ms\":%zu}\n", cpu / (static_cast<double>(o.iters) * 1e3) * 100, o.iters);
+    client_idle(n, o);
   } else if (o.test == "msgrate") {
-    // The server posted 2 x window receives and returns a credit message every `window`
-    // receives it reposted: never more than that outstanding, so no Send finds no buffer.
-    const double cpu0 = cpu_us();
-    const auto t0 = Clock::now();
-    std::size_t sent = 0, credited = 0;
-    while (sent < o.iters) {
-      while (sent < o.iters && sent - credited < n.slots) {
-        n.post_send(n.slot(sent, o.size), sent, false);
-        ++sent;
-      }
-      if (sent < o.iters || credited < o.iters) {
-        n.wait_dto(n.rcv, "credit");
-        n.post_recv(n.ctl_slot(credited / o.window), 1u << 30);
-        credited = std::min(o.iters, credited + o.window);
-      }
-    }
-    while (credited < o.iters) {
-      n.wait_dto(n.rcv, "credit");
-      credited = std::min(o.iters, credited + o.window);
-    }
-    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double cpu = cpu_us() - cpu0;
-    std::printf("{\"mbps\":%.1f,\"msgs_per_s\":%.0f,\"cpu_us_per_msg\":%.3f}\n",
-                static_cast<double>(o.iters * o.size) / secs / 1e6, static_cast<double>(o.iters) / secs,
-                cpu / static_cast<double>(o.iters));
+    client_msgrate(n, o);
   }
   std::fflush(stdout);
   n.disconnect();

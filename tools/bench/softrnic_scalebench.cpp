@@ -79,13 +79,16 @@ bool fail(std::string& err, const std::string& what) {
   return false;
 }
 
-bool open_pair(const Options& o, std::size_t n, std::size_t depth, std::size_t max_size, std::uint16_t port, Pair& p,
-               std::string& err) {
+bool open_devices(const Options& o, std::uint16_t port, Pair& p, std::string& err) {
   std::string e;
   p.a = Device::open(config(o, 0, port), e);
   if (!p.a) return fail(err, "open A: " + e);
   p.b = Device::open(config(o, 1, static_cast<std::uint16_t>(port + 1)), e);
   if (!p.b) return fail(err, "open B: " + e);
+  return true;
+}
+
+bool alloc_pds_cqs_memory(std::size_t n, std::size_t depth, std::size_t max_size, Pair& p, std::string& err) {
   p.pa = p.a->alloc_pd();
   p.pb = p.b->alloc_pd();
   p.scq = p.a->create_cq(static_cast<std::uint32_t>(n * depth + 64), nullptr);
@@ -100,7 +103,10 @@ bool open_pair(const Options& o, std::size_t n, std::size_t depth, std::size_t m
   if (p.a->reg_mr(p.pa, p.src.data(), p.src.size(), Access::local_read, p.ms) != Status::ok ||
       p.b->reg_mr(p.pb, p.dst.data(), p.dst.size(), Access::remote_write, p.md) != Status::ok)
     return fail(err, "memory registration failed");
-  const auto t0 = Clock::now();
+  return true;
+}
+
+bool create_qps(std::size_t n, std::size_t depth, Pair& p, std::string& err) {
   for (int side = 0; side < 2; ++side) {
     Device& d = side == 0 ? *p.a : *p.b;
     QpInit in;
@@ -116,53 +122,74 @@ bool open_pair(const Options& o, std::size_t n, std::size_t depth, std::size_t m
       if (d.create_qp(in, v[i]) != Status::ok)
         return fail(err, "create QP " + std::to_string(i) + " of " + std::to_string(n) + " failed");
   }
-  if (wire_of(o.wire) == Wire::roce) {
-    for (std::size_t i = 0; i < n; ++i) {
-      RoceEndpoint ea, eb;
-      if (p.a->roce_local(p.qa[i], ea) != Status::ok || p.b->roce_local(p.qb[i], eb) != Status::ok ||
-          p.a->roce_connect(p.qa[i], eb, 8, 8) != Status::ok || p.b->roce_connect(p.qb[i], ea, 8, 8) != Status::ok)
-        return fail(err, "RoCEv2 connect of QP " + std::to_string(i) + " failed");
-    }
-  } else {
-    std::mutex mu;
-    std::vector<ConnRequest*> reqs;
-    if (p.b->listen(9, [&](ConnRequest* r, const ConnRequestInfo&) {
-          std::lock_guard g(mu);
-          reqs.push_back(r);
-        }) != Status::ok)
-      return fail(err, "listen failed");
-    // (The callback names this scope's locals: listening ends with it, on every way out.)
-    struct StopListen {
-      Device& d;
-      ~StopListen() { d.stop_listen(9); }
-    } stop_listen{*p.b};
-    // Connect in batches of at most 64 requests waiting, accepting them as they come.
-    std::size_t connected = 0, accepted = 0;
-    const auto deadline = Clock::now() + 120s;
-    while (accepted < n) {
-      while (connected < n && connected - accepted < 64) {
-        if (p.a->connect(p.qa[connected], p.b->address(), 9, {}, 20000ms) != Status::ok)
-          return fail(err, "connect of QP " + std::to_string(connected) + " failed");
-        ++connected;
-      }
-      std::vector<ConnRequest*> got;
-      {
-        std::lock_guard g(mu);
-        got.swap(reqs);
-      }
-      for (ConnRequest* r : got)
-        if (p.b->accept(r, p.qb[accepted++], {}) != Status::ok)
-          return fail(err, "accept " + std::to_string(accepted) + " failed");
-      if (got.empty()) std::this_thread::sleep_for(100us);
-      if (Clock::now() > deadline) return fail(err, "connecting timed out at " + std::to_string(accepted));
-    }
+  return true;
+}
+
+bool connect_roce(Pair& p, std::string& err) {
+  for (std::size_t i = 0; i < p.qa.size(); ++i) {
+    RoceEndpoint ea, eb;
+    if (p.a->roce_local(p.qa[i], ea) != Status::ok || p.b->roce_local(p.qb[i], eb) != Status::ok ||
+        p.a->roce_connect(p.qa[i], eb, 8, 8) != Status::ok || p.b->roce_connect(p.qb[i], ea, 8, 8) != Status::ok)
+      return fail(err, "RoCEv2 connect of QP " + std::to_string(i) + " failed");
   }
+  return true;
+}
+
+// Connects every QP pair through the connection manager (iWARP).
+bool connect_cm(Pair& p, std::string& err) {
+  const std::size_t n = p.qa.size();
+  std::mutex mu;
+  std::vector<ConnRequest*> reqs;
+  if (p.b->listen(9, [&](ConnRequest* r, const ConnRequestInfo&) {
+        std::lock_guard g(mu);
+        reqs.push_back(r);
+      }) != Status::ok)
+    return fail(err, "listen failed");
+  // (The callback names this scope's locals: listening ends with it, on every way out.)
+  struct StopListen {
+    Device& d;
+    ~StopListen() { d.stop_listen(9); }
+  } stop_listen{*p.b};
+  // Connect in batches of at most 64 requests waiting, accepting them as they come.
+  std::size_t connected = 0, accepted = 0;
   const auto deadline = Clock::now() + 120s;
-  for (std::size_t i = 0; i < n; ++i)
+  while (accepted < n) {
+    while (connected < n && connected - accepted < 64) {
+      if (p.a->connect(p.qa[connected], p.b->address(), 9, {}, 20000ms) != Status::ok)
+        return fail(err, "connect of QP " + std::to_string(connected) + " failed");
+      ++connected;
+    }
+    std::vector<ConnRequest*> got;
+    {
+      std::lock_guard g(mu);
+      got.swap(reqs);
+    }
+    for (ConnRequest* r : got)
+      if (p.b->accept(r, p.qb[accepted++], {}) != Status::ok)
+        return fail(err, "accept " + std::to_string(accepted) + " failed");
+    if (got.empty()) std::this_thread::sleep_for(100us);
+    if (Clock::now() > deadline) return fail(err, "connecting timed out at " + std::to_string(accepted));
+  }
+  return true;
+}
+
+bool wait_for_rts(Pair& p, std::string& err) {
+  const auto deadline = Clock::now() + 120s;
+  for (std::size_t i = 0; i < p.qa.size(); ++i)
     while (p.a->qp_state(p.qa[i]) != QpState::rts) {
       if (Clock::now() > deadline) return fail(err, "QP " + std::to_string(i) + " did not reach RTS");
       std::this_thread::sleep_for(100us);
     }
+  return true;
+}
+
+bool open_pair(const Options& o, std::size_t n, std::size_t depth, std::size_t max_size, std::uint16_t port, Pair& p,
+               std::string& err) {
+  if (!open_devices(o, port, p, err) || !alloc_pds_cqs_memory(n, depth, max_size, p, err)) return false;
+  const auto t0 = Clock::now();
+  if (!create_qps(n, depth, p, err)) return false;
+  if (!(wire_of(o.wire) == Wire::roce ? connect_roce(p, err) : connect_cm(p, err))) return false;
+  if (!wait_for_rts(p, err)) return false;
   p.setup_s = std::chrono::duration<double>(Clock::now() - t0).count();
   std::this_thread::sleep_for(20ms);
   return true;
@@ -286,6 +313,94 @@ long rss_mb() {
   return got == 2 ? resident * (sysconf(_SC_PAGESIZE) / 1024) / 1024 : 0;
 }
 
+// One row's figures over the runs: per-run values, and the first run's resident memory.
+struct Cell {
+  std::vector<double> mbps, msgs, p50, p99, fair, setup, resends, rack, spurious, drops;
+  long rss = 0;
+
+  void add(const Result& res, double setup_s) {
+    mbps.push_back(res.mbps);
+    msgs.push_back(res.msgs);
+    p50.push_back(res.lat_p50);
+    p99.push_back(res.lat_p99);
+    fair.push_back(res.fairness);
+    setup.push_back(setup_s);
+    resends.push_back(static_cast<double>(res.retransmits));
+    rack.push_back(static_cast<double>(res.by_rack));
+    spurious.push_back(static_cast<double>(res.spurious));
+    drops.push_back(static_cast<double>(res.rcvbuf_drops));
+  }
+};
+
+// Every run of every QP count and size, and what they measured.
+struct Sweep {
+  const Options& o;
+  std::size_t max_size = 0;
+  std::uint16_t port = 6400;
+  // cells[size index][qps index]
+  std::vector<std::vector<Cell>> cells;
+  int bad = 0;
+
+  explicit Sweep(const Options& opt)
+      : o(opt),
+        max_size(*std::max_element(opt.sizes.begin(), opt.sizes.end())),
+        cells(opt.sizes.size(), std::vector<Cell>(opt.qps.size())) {}
+
+  // Run r with o.qps[qi] QPs: one pair of devices, every size streamed on it.
+  void run(std::size_t r, std::size_t qi) {
+    const std::size_t n = o.qps[qi];
+    const std::size_t depth = std::max<std::size_t>(1, o.window / n);
+    std::fprintf(stderr, "\r  run %zu/%zu: %zu QPs          ", r + 1, o.runs, n);
+    Pair p;
+    std::string err;
+    const bool ok = open_pair(o, n, depth, max_size, port, p, err);
+    port = static_cast<std::uint16_t>(port + 2);
+    if (!ok) {
+      std::printf("%6zu run %zu: %s\n", n, r, err.c_str());
+      ++bad;
+      return;
+    }
+    for (std::size_t si = 0; si < o.sizes.size(); ++si) {
+      Result res;
+      if (!stream(p, o.sizes[si], depth, o.seconds, res, err)) {
+        std::printf("%6zu %6zu run %zu: %s\n", n, o.sizes[si], r, err.c_str());
+        ++bad;
+        continue;
+      }
+      cells[si][qi].add(res, p.setup_s);
+    }
+    // (Both devices and their QPs still open. The first run's: what the allocator kept of a
+    // larger N stays resident in later runs.)
+    if (r == 0) cells[0][qi].rss = rss_mb();
+  }
+
+  void print_rows() const {
+    for (std::size_t si = 0; si < o.sizes.size(); ++si) {
+      const double base = bench::median(cells[si][0].mbps);
+      for (std::size_t qi = 0; qi < o.qps.size(); ++qi) {
+        const Cell& c = cells[si][qi];
+        if (c.mbps.empty()) continue;
+        const double m = bench::median(c.mbps);
+        std::printf(
+            "%6zu %6zu %5zu %10.1f %8.1f %8.1f %8.2fx %10.3f %10.1f %9.1f %8.2f %8.2f %8.0f %8.0f %9.0f %6.0f %7ld\n",
+            o.qps[qi], o.sizes[si], std::max<std::size_t>(1, o.window / o.qps[qi]), m,
+            *std::min_element(c.mbps.begin(), c.mbps.end()), *std::max_element(c.mbps.begin(), c.mbps.end()),
+            base > 0 ? m / base : 0.0, bench::median(c.msgs) / 1e6, bench::median(c.p50), bench::median(c.p99),
+            bench::median(c.fair), bench::median(c.setup), bench::median(c.resends), bench::median(c.rack),
+            bench::median(c.spurious), bench::median(c.drops), cells[0][qi].rss);
+      }
+    }
+  }
+};
+
+// One socket per connection on each side (tcp wire).
+void raise_fd_limit() {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -300,84 +415,21 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", o.seconds, "streaming time per size")->check(CLI::Range(0.05, 60.0));
   CLI11_PARSE(app, argc, argv);
 
-  if (o.wire == "tcp") {  // one socket per connection on each side
-    rlimit rl{};
-    getrlimit(RLIMIT_NOFILE, &rl);
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-  const std::size_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
+  if (o.wire == "tcp") raise_fd_limit();
+  Sweep sweep(o);
   std::printf("softrnic_scalebench: %s wire, %zu Writes outstanding in all (>= 1 per QP), %.2f s per size, %zu runs\n",
               o.wire.c_str(), o.window, o.seconds, o.runs);
   std::printf("%6s %6s %5s %10s %8s %8s %9s %10s %10s %9s %8s %8s %8s %8s %9s %6s %7s\n", "QPs", "size", "depth",
               "MB/s p50", "min", "max", "vs 1 QP", "Mmsg/s", "lat p50us", "lat p99us", "fair", "setup s", "resends",
               "by RACK", "spurious", "drops", "RSS MB");
-  // results[size index][qps index] -> per-run values
-  struct Cell {
-    std::vector<double> mbps, msgs, p50, p99, fair, setup, resends, rack, spurious, drops;
-    long rss = 0;
-  };
-  std::vector<std::vector<Cell>> cells(o.sizes.size(), std::vector<Cell>(o.qps.size()));
-  int bad = 0;
-  std::uint16_t port = 6400;
-  for (std::size_t r = 0; r < o.runs; ++r) {
-    for (std::size_t qi = 0; qi < o.qps.size(); ++qi) {
-      const std::size_t n = o.qps[qi];
-      const std::size_t depth = std::max<std::size_t>(1, o.window / n);
-      std::fprintf(stderr, "\r  run %zu/%zu: %zu QPs          ", r + 1, o.runs, n);
-      Pair p;
-      std::string err;
-      const bool ok = open_pair(o, n, depth, max_size, port, p, err);
-      port = static_cast<std::uint16_t>(port + 2);
-      if (!ok) {
-        std::printf("%6zu run %zu: %s\n", n, r, err.c_str());
-        ++bad;
-        continue;
-      }
-      for (std::size_t si = 0; si < o.sizes.size(); ++si) {
-        Result res;
-        if (!stream(p, o.sizes[si], depth, o.seconds, res, err)) {
-          std::printf("%6zu %6zu run %zu: %s\n", n, o.sizes[si], r, err.c_str());
-          ++bad;
-          continue;
-        }
-        Cell& c = cells[si][qi];
-        c.mbps.push_back(res.mbps);
-        c.msgs.push_back(res.msgs);
-        c.p50.push_back(res.lat_p50);
-        c.p99.push_back(res.lat_p99);
-        c.fair.push_back(res.fairness);
-        c.setup.push_back(p.setup_s);
-        c.resends.push_back(static_cast<double>(res.retransmits));
-        c.rack.push_back(static_cast<double>(res.by_rack));
-        c.spurious.push_back(static_cast<double>(res.spurious));
-        c.drops.push_back(static_cast<double>(res.rcvbuf_drops));
-      }
-      // (Both devices and their QPs still open. The first run's: what the allocator kept of a
-      // larger N stays resident in later runs.)
-      if (r == 0) cells[0][qi].rss = rss_mb();
-    }
-  }
+  for (std::size_t r = 0; r < o.runs; ++r)
+    for (std::size_t qi = 0; qi < o.qps.size(); ++qi) sweep.run(r, qi);
   std::fprintf(stderr, "\r%40s\r", "");
-  for (std::size_t si = 0; si < o.sizes.size(); ++si) {
-    const double base = bench::median(cells[si][0].mbps);
-    for (std::size_t qi = 0; qi < o.qps.size(); ++qi) {
-      Cell& c = cells[si][qi];
-      if (c.mbps.empty()) continue;
-      const double m = bench::median(c.mbps);
-      std::printf(
-          "%6zu %6zu %5zu %10.1f %8.1f %8.1f %8.2fx %10.3f %10.1f %9.1f %8.2f %8.2f %8.0f %8.0f %9.0f %6.0f %7ld\n",
-          o.qps[qi], o.sizes[si], std::max<std::size_t>(1, o.window / o.qps[qi]), m,
-          *std::min_element(c.mbps.begin(), c.mbps.end()), *std::max_element(c.mbps.begin(), c.mbps.end()),
-          base > 0 ? m / base : 0.0, bench::median(c.msgs) / 1e6, bench::median(c.p50), bench::median(c.p99),
-          bench::median(c.fair), bench::median(c.setup), bench::median(c.resends), bench::median(c.rack),
-          bench::median(c.spurious), bench::median(c.drops), cells[0][qi].rss);
-    }
-  }
+  sweep.print_rows();
   std::printf(
       "fair: the least-served QP's Writes / the mean. resends: the sender's (by RACK: decided by a later frame's "
       "delivery, the rest by the RTO; spurious: found needless). drops: the host's UDP receive-buffer drops meanwhile "
       "(all sockets). RSS MB: the process's resident memory with the N QPs of both sides open (the largest of the "
       "runs).\n");
-  return bad == 0 ? 0 : 1;
+  return sweep.bad == 0 ? 0 : 1;
 }

@@ -150,7 +150,8 @@ Ctl recv_ctl(int fd, Type want, double timeout_s, const char* who) {
   return c;
 }
 
-int run_server(const Options& o) {
+// Listens on the port (printing READY), accepts one client within the timeout and returns its socket.
+int accept_client(const Options& o) {
   const int lfd = socket(AF_INET, SOCK_STREAM, 0);
   if (lfd < 0) fail_errno("socket");
   const int one = 1;
@@ -172,59 +173,82 @@ int run_server(const Options& o) {
   if (fd < 0) fail_errno("accept");
   close(lfd);
   tune(fd, o.timeout_s);
+  return fd;
+}
+
+// Echoes frames of `size` until the client's count is reached; returns the count.
+std::uint64_t serve_pingpong(int fd, const Options& o, const Ctl& hello, const Ctl& ack, std::size_t size) {
+  std::uint64_t msgs = 0;
+  send_ctl(fd, ack, o.timeout_s);
+  std::vector<unsigned char> buf(kHeader + size);
+  while (msgs < hello.count) {
+    recv_frame(fd, buf.data(), size, o.busy, o.timeout_s, "server");
+    if (!send_all(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s))) fail("server: echo timed out");
+    ++msgs;
+  }
+  return msgs;
+}
+
+// Counts frames in a byte stream that cuts them anywhere: a header (possibly in pieces), then its payload.
+struct FrameCounter {
+  std::size_t max_payload = 0;
+  unsigned char hdr[kHeader] = {};
+  std::size_t hdr_have = 0, payload_left = 0;
+  std::uint64_t bytes = 0, msgs = 0;
+
+  void take(const unsigned char* p, std::size_t n) {
+    for (std::size_t at = 0; at < n;) {
+      if (payload_left > 0) {
+        const std::size_t step = std::min(payload_left, n - at);
+        payload_left -= step;
+        bytes += step;
+        at += step;
+        if (payload_left == 0) ++msgs;
+        continue;
+      }
+      const std::size_t step = std::min(kHeader - hdr_have, n - at);
+      std::memcpy(hdr + hdr_have, p + at, step);
+      hdr_have += step;
+      at += step;
+      if (hdr_have == kHeader) {
+        payload_left = get_header(hdr);
+        hdr_have = 0;
+        if (payload_left < 1 || payload_left > max_payload)
+          fail("server: bad frame length " + std::to_string(payload_left));
+      }
+    }
+  }
+};
+
+// Takes in the client's stream of frames of up to `size`; returns the frames counted.
+std::uint64_t serve_stream(int fd, const Options& o, const Ctl& hello, const Ctl& ack, std::size_t size) {
+  send_ctl(fd, ack, o.timeout_s);
+  std::vector<unsigned char> buf(kRecvBytes);
+  FrameCounter got{.max_payload = size};
+  while (got.bytes < hello.count) {
+    const std::size_t n = recv_some(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s));
+    if (n == 0) fail("server: stream stalled (no data within the timeout)");
+    got.take(buf.data(), n);
+  }
+  if (got.bytes != hello.count || got.payload_left != 0 || got.hdr_have != 0) fail("server: more data than announced");
+  Ctl fin{};
+  fin.type = Type::kFinal;
+  fin.count = got.bytes;
+  fin.msgs = got.msgs;
+  send_ctl(fd, fin, o.timeout_s);
+  return got.msgs;
+}
+
+int run_server(const Options& o) {
+  const int fd = accept_client(o);
   const Ctl hello = recv_ctl(fd, Type::kHello, o.timeout_s, "server");
   if (hello.size < 1 || hello.size > kMaxSize) fail("server: message size out of range");
   const auto size = static_cast<std::size_t>(hello.size);
   Ctl ack = hello;
   ack.type = Type::kHelloAck;
   const double cpu0 = cpu_us();
-  std::uint64_t msgs = 0;
-
-  if (hello.test == Test::kPingpong) {
-    send_ctl(fd, ack, o.timeout_s);
-    std::vector<unsigned char> buf(kHeader + size);
-    while (msgs < hello.count) {
-      recv_frame(fd, buf.data(), size, o.busy, o.timeout_s, "server");
-      if (!send_all(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s))) fail("server: echo timed out");
-      ++msgs;
-    }
-  } else {
-    send_ctl(fd, ack, o.timeout_s);
-    // Frames cut anywhere by the byte stream: a header (possibly in pieces), then its payload.
-    std::vector<unsigned char> buf(kRecvBytes);
-    unsigned char hdr[kHeader];
-    std::size_t hdr_have = 0, payload_left = 0;
-    std::uint64_t bytes = 0;
-    while (bytes < hello.count) {
-      const std::size_t n = recv_some(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s));
-      if (n == 0) fail("server: stream stalled (no data within the timeout)");
-      for (std::size_t at = 0; at < n;) {
-        if (payload_left > 0) {
-          const std::size_t take = std::min(payload_left, n - at);
-          payload_left -= take;
-          bytes += take;
-          at += take;
-          if (payload_left == 0) ++msgs;
-          continue;
-        }
-        const std::size_t take = std::min(kHeader - hdr_have, n - at);
-        std::memcpy(hdr + hdr_have, buf.data() + at, take);
-        hdr_have += take;
-        at += take;
-        if (hdr_have == kHeader) {
-          payload_left = get_header(hdr);
-          hdr_have = 0;
-          if (payload_left < 1 || payload_left > size) fail("server: bad frame length " + std::to_string(payload_left));
-        }
-      }
-    }
-    if (bytes != hello.count || payload_left != 0 || hdr_have != 0) fail("server: more data than announced");
-    Ctl fin{};
-    fin.type = Type::kFinal;
-    fin.count = bytes;
-    fin.msgs = msgs;
-    send_ctl(fd, fin, o.timeout_s);
-  }
+  const std::uint64_t msgs =
+      hello.test == Test::kPingpong ? serve_pingpong(fd, o, hello, ack, size) : serve_stream(fd, o, hello, ack, size);
   std::printf("{\"cpu_us\":%.1f,\"msgs\":%llu}\n", cpu_us() - cpu0, static_cast<unsigned long long>(msgs));
   std::fflush(stdout);
   // Wait for the client's close, so the final ack is read before the connection goes.

@@ -105,6 +105,124 @@ void send_ctl(int fd, const Ctl& c) {
   if (send(fd, &c, sizeof c, 0) != static_cast<ssize_t>(sizeof c)) fail_errno("send control");
 }
 
+// Waits for the client's hello (the first control datagram starts the test) and connects the socket to the client.
+Ctl await_hello(int fd, const Options& o, std::vector<unsigned char>& buf) {
+  sockaddr_in peer{};
+  Ctl hello;
+  for (;;) {
+    const ssize_t n = recv_until(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s), &peer);
+    if (n < 0) fail("server: no client within the timeout");
+    if (as_ctl(buf.data(), n, hello) && hello.type == Type::kHello) break;
+  }
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0) fail_errno("connect to client");
+  return hello;
+}
+
+// Echoes datagrams until the client's count is reached; returns the count.
+std::uint64_t serve_pingpong(int fd, const Options& o, const Ctl& hello, const Ctl& ack,
+                             std::vector<unsigned char>& buf) {
+  std::uint64_t msgs = 0;
+  send_ctl(fd, ack);
+  while (msgs < hello.count) {
+    const ssize_t n = recv_until(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s));
+    if (n < 0) fail("server: ping-pong stalled (no datagram within the timeout)");
+    Ctl c;
+    if (as_ctl(buf.data(), n, c)) {  // a retransmitted hello
+      if (c.type == Type::kHello) send_ctl(fd, ack);
+      continue;
+    }
+    if (send(fd, buf.data(), static_cast<std::size_t>(n), 0) != n) fail_errno("echo");
+    ++msgs;
+  }
+  return msgs;
+}
+
+// The hello-ack of a stream test, with its credit window and how often the server acks.
+Ctl stream_hello_ack(int fd, Ctl ack, std::size_t chunk) {
+  // Credit window in datagrams: half the receive buffer at an estimated kernel cost of the datagram plus
+  // ~1.3 KiB of skb overhead each, at most 4 MiB of payload; acks at a quarter of the window.
+  const std::size_t by_buf = static_cast<std::size_t>(rcvbuf_of(fd)) / 2 / (chunk + 1344);
+  const std::size_t window = std::max<std::size_t>(1, std::min({by_buf, kMaxWindowBytes / chunk, std::size_t{8192}}));
+  ack.window = window;
+  ack.msgs = std::max<std::size_t>(1, window / 4);
+  return ack;
+}
+
+// Buffers for one recvmmsg batch of stream datagrams.
+struct RecvBatch {
+  std::vector<std::vector<unsigned char>> bufs;
+  std::vector<iovec> iov;
+  std::vector<mmsghdr> hdr;
+
+  explicit RecvBatch(std::size_t chunk)
+      : bufs(kBatch, std::vector<unsigned char>(chunk + 1)), iov(kBatch), hdr(kBatch) {}
+
+  int receive(int fd, bool busy) {
+    for (unsigned i = 0; i < kBatch; ++i) {
+      iov[i] = {bufs[i].data(), bufs[i].size()};
+      hdr[i] = {};
+      hdr[i].msg_hdr.msg_iov = &iov[i];
+      hdr[i].msg_hdr.msg_iovlen = 1;
+    }
+    // block: MSG_WAITFORONE sleeps for the first datagram only (bounded by SO_RCVTIMEO).
+    return recvmmsg(fd, hdr.data(), kBatch, busy ? MSG_DONTWAIT : MSG_WAITFORONE, nullptr);
+  }
+};
+
+// What the server has counted of a stream.
+struct StreamCount {
+  std::uint64_t bytes = 0, msgs = 0, since_ack = 0;
+};
+
+// Counts the data datagrams of a batch of `r`, answering retransmitted hellos with `ack`.
+void count_batch(int fd, const RecvBatch& batch, int r, const Ctl& ack, StreamCount& got) {
+  for (int i = 0; i < r; ++i) {
+    Ctl c;
+    if (as_ctl(batch.bufs[static_cast<std::size_t>(i)].data(), batch.hdr[static_cast<std::size_t>(i)].msg_len, c)) {
+      if (c.type == Type::kHello) send_ctl(fd, ack);
+      continue;
+    }
+    got.bytes += batch.hdr[static_cast<std::size_t>(i)].msg_len;
+    ++got.msgs;
+    ++got.since_ack;
+  }
+}
+
+void send_count(int fd, Type type, const StreamCount& got) {
+  Ctl a{};
+  a.type = type;
+  a.count = got.bytes;
+  a.msgs = got.msgs;
+  send_ctl(fd, a);
+}
+
+// Takes in the client's stream under the credit window; returns the datagrams counted.
+std::uint64_t serve_stream(int fd, const Options& o, const Ctl& hello, const Ctl& hello_ack) {
+  const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(hello.size, kStreamChunk));
+  const Ctl ack = stream_hello_ack(fd, hello_ack, chunk);
+  send_ctl(fd, ack);
+  const std::uint64_t ack_every = ack.msgs;
+  StreamCount got;
+  RecvBatch batch(chunk);
+  auto deadline = deadline_in(o.timeout_s);
+  while (got.bytes < hello.count) {
+    const int r = batch.receive(fd, o.busy);
+    if (r <= 0) {
+      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) fail_errno("recvmmsg");
+      if (Clock::now() >= deadline) fail("server: stream stalled (datagrams lost or client gone)");
+      continue;
+    }
+    deadline = deadline_in(o.timeout_s);
+    count_batch(fd, batch, r, ack, got);
+    if (got.since_ack >= ack_every && got.bytes < hello.count) {
+      send_count(fd, Type::kAck, got);
+      got.since_ack = 0;
+    }
+  }
+  send_count(fd, Type::kFinal, got);
+  return got.msgs;
+}
+
 int run_server(const Options& o) {
   const int fd = make_socket(o.port, o.timeout_s);
   sockaddr_in self{};
@@ -114,87 +232,12 @@ int run_server(const Options& o) {
   std::fflush(stdout);
 
   std::vector<unsigned char> buf(kMaxDatagram + 1);
-  sockaddr_in peer{};
-  Ctl hello;
-  for (;;) {  // the first control datagram from a client starts the test
-    const ssize_t n = recv_until(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s), &peer);
-    if (n < 0) fail("server: no client within the timeout");
-    if (as_ctl(buf.data(), n, hello) && hello.type == Type::kHello) break;
-  }
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0) fail_errno("connect to client");
+  const Ctl hello = await_hello(fd, o, buf);
   const double cpu0 = cpu_us();
-  std::uint64_t msgs = 0;
   Ctl ack = hello;
   ack.type = Type::kHelloAck;
-
-  if (hello.test == Test::kPingpong) {
-    send_ctl(fd, ack);
-    while (msgs < hello.count) {
-      const ssize_t n = recv_until(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s));
-      if (n < 0) fail("server: ping-pong stalled (no datagram within the timeout)");
-      Ctl c;
-      if (as_ctl(buf.data(), n, c)) {  // a retransmitted hello
-        if (c.type == Type::kHello) send_ctl(fd, ack);
-        continue;
-      }
-      if (send(fd, buf.data(), static_cast<std::size_t>(n), 0) != n) fail_errno("echo");
-      ++msgs;
-    }
-  } else {
-    // Credit window in datagrams: half the receive buffer at an estimated kernel cost of the datagram plus
-    // ~1.3 KiB of skb overhead each, at most 4 MiB of payload; acks at a quarter of the window.
-    const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(hello.size, kStreamChunk));
-    const std::size_t by_buf = static_cast<std::size_t>(rcvbuf_of(fd)) / 2 / (chunk + 1344);
-    const std::size_t window = std::max<std::size_t>(1, std::min({by_buf, kMaxWindowBytes / chunk, std::size_t{8192}}));
-    ack.window = window;
-    ack.msgs = std::max<std::size_t>(1, window / 4);
-    send_ctl(fd, ack);
-    const std::uint64_t ack_every = ack.msgs;
-    std::uint64_t bytes = 0, since_ack = 0;
-    std::vector<std::vector<unsigned char>> bufs(kBatch, std::vector<unsigned char>(chunk + 1));
-    std::vector<iovec> iov(kBatch);
-    std::vector<mmsghdr> hdr(kBatch);
-    auto deadline = deadline_in(o.timeout_s);
-    while (bytes < hello.count) {
-      for (unsigned i = 0; i < kBatch; ++i) {
-        iov[i] = {bufs[i].data(), bufs[i].size()};
-        hdr[i] = {};
-        hdr[i].msg_hdr.msg_iov = &iov[i];
-        hdr[i].msg_hdr.msg_iovlen = 1;
-      }
-      // block: MSG_WAITFORONE sleeps for the first datagram only (bounded by SO_RCVTIMEO).
-      const int r = recvmmsg(fd, hdr.data(), kBatch, o.busy ? MSG_DONTWAIT : MSG_WAITFORONE, nullptr);
-      if (r <= 0) {
-        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) fail_errno("recvmmsg");
-        if (Clock::now() >= deadline) fail("server: stream stalled (datagrams lost or client gone)");
-        continue;
-      }
-      deadline = deadline_in(o.timeout_s);
-      for (int i = 0; i < r; ++i) {
-        Ctl c;
-        if (as_ctl(bufs[static_cast<std::size_t>(i)].data(), hdr[static_cast<std::size_t>(i)].msg_len, c)) {
-          if (c.type == Type::kHello) send_ctl(fd, ack);
-          continue;
-        }
-        bytes += hdr[static_cast<std::size_t>(i)].msg_len;
-        ++msgs;
-        ++since_ack;
-      }
-      if (since_ack >= ack_every && bytes < hello.count) {
-        Ctl a{};
-        a.type = Type::kAck;
-        a.count = bytes;
-        a.msgs = msgs;
-        send_ctl(fd, a);
-        since_ack = 0;
-      }
-    }
-    Ctl fin{};
-    fin.type = Type::kFinal;
-    fin.count = bytes;
-    fin.msgs = msgs;
-    send_ctl(fd, fin);
-  }
+  const std::uint64_t msgs =
+      hello.test == Test::kPingpong ? serve_pingpong(fd, o, hello, ack, buf) : serve_stream(fd, o, hello, ack);
   std::printf("{\"cpu_us\":%.1f,\"msgs\":%llu}\n", cpu_us() - cpu0, static_cast<unsigned long long>(msgs));
   std::fflush(stdout);
   close(fd);

@@ -1144,42 +1144,31 @@ class Perftest {
     return v;
   }
 
+  // What the atomic_bw client tracks while its atomics run.
+  struct AtomicRun {
+    bool cs = false;  // CmpSwaps, else FetchAdds
+    // per slot: whether we know the value the target holds (after our last operation on it), and it
+    std::vector<bool> known;
+    std::vector<std::uint64_t> cur, compare;
+    std::vector<Clock::time_point> tposted, tdone;
+    std::uint64_t posted = 0, done = 0, swapped = 0;
+  };
+
   bool run_atomics(Report& r) {
     const std::size_t slots = atomic_slots();
     if (window_ > slots) return fail("more atomics outstanding than the buffer has slots") == 0;
-    const bool cs = o_.cmp_swap;
-    // per slot: whether we know the value the target holds (after our last operation on it), and it
-    std::vector<bool> known(slots, false);
-    std::vector<std::uint64_t> cur(slots, 0), compare(iters_, 0);
-    std::vector<Clock::time_point> tposted(iters_), tdone(iters_);
-    std::uint64_t posted = 0, done = 0, swapped = 0;
+    AtomicRun a{.cs = o_.cmp_swap,
+                .known = std::vector<bool>(slots, false),
+                .cur = std::vector<std::uint64_t>(slots, 0),
+                .compare = std::vector<std::uint64_t>(iters_, 0),
+                .tposted = std::vector<Clock::time_point>(iters_),
+                .tdone = std::vector<Clock::time_point>(iters_)};
     const auto end_of = [&] { return Clock::now() + step(); };
     auto deadline = end_of();
-    while (done < iters_) {
+    while (a.done < iters_) {
       // (op k - slots, the previous one on k's slot, completed: at most window_ <= slots outstanding)
-      while (posted < iters_ && posted - done < window_) {
-        const std::size_t off = offset_of(posted), slot = off / std::max(size_, cache_line_);
-        std::uint8_t* sink = recv_slot(posted % window_);
-        std::memset(sink, kFill, kAtomicSize);
-        const Sge sg{data_stag_, addr_of(sink), kAtomicSize};
-        SendWr wr;
-        wr.wr_id = posted;
-        wr.opcode = cs ? SendOpcode::cmp_swap : SendOpcode::fetch_add;
-        wr.sgl = {&sg, 1};
-        wr.rkey = rem_.rkey;
-        wr.remote_addr = rem_.vaddr + off;
-        if (cs) {
-          compare[posted] = known[slot] ? cur[slot] : 0;
-          wr.compare_add = compare[posted];
-          wr.swap = swap_value(posted);
-        } else {
-          wr.compare_add = kAtomicAdd;
-        }
-        tposted[posted] = Clock::now();
-        if (const Status st = dev_->post_send(data_qp_, wr); st != Status::ok)
-          return fail("post_send " + std::to_string(posted) + ": " + std::string(to_string(st))) == 0;
-        ++posted;
-      }
+      while (a.posted < iters_ && a.posted - a.done < window_)
+        if (!post_atomic(a)) return false;
       Wc wc;
       if (dev_->poll_cq(data_scq_, {&wc, 1}) == 0) {
         if (Clock::now() >= deadline) return fail("timed out waiting for a completion") == 0;
@@ -1187,55 +1176,93 @@ class Perftest {
         continue;
       }
       deadline = end_of();
-      const std::string what = std::string(cs ? "CmpSwap " : "FetchAdd ") + std::to_string(wc.wr_id);
-      if (wc.status != WcStatus::success) return fail(what + ": " + std::string(to_string(wc.status))) == 0;
-      if (wc.wr_id != done) return fail("completion out of order: " + std::to_string(wc.wr_id)) == 0;
-      if (wc.opcode != (cs ? WcOpcode::cmp_swap : WcOpcode::fetch_add))
-        return fail(what + ": completed as another operation") == 0;
-      tdone[done] = Clock::now();
-      const std::size_t off = offset_of(done), slot = off / std::max(size_, cache_line_);
-      std::uint64_t orig = 0;
-      std::memcpy(&orig, recv_slot(done % window_), kAtomicSize);
-      // the value found: the one we predicted (the previous op on the slot), or with a known
-      // source (the peer is softrnic_perftest) its pattern for the slot's first
-      const bool first = !known[slot];
-      const std::uint64_t want = first ? initial_word(off) : cur[slot];
-      if ((!first || o_.expect_pattern) && orig != want) {
-        char b[160];
-        std::snprintf(b, sizeof b, ": at offset %zu found 0x%016llx, expected 0x%016llx", off,
-                      static_cast<unsigned long long>(orig), static_cast<unsigned long long>(want));
-        return fail(what + b) == 0;
-      }
-      if (cs) {
-        if (orig == compare[done]) ++swapped;
-        cur[slot] = orig == compare[done] ? swap_value(done) : orig;
-      } else {
-        cur[slot] = orig + kAtomicAdd;
-      }
-      known[slot] = true;
-      ++done;
+      if (!complete_atomic(a, wc)) return false;
     }
-    const double total = usec(tdone[iters_ - 1] - tposted[0]);
+    const double total = usec(a.tdone[iters_ - 1] - a.tposted[0]);
     double best = 1e300;
-    for (std::uint64_t k = 0; k < iters_; ++k) best = std::min(best, usec(tdone[k] - tposted[k]));
+    for (std::uint64_t k = 0; k < iters_; ++k) best = std::min(best, usec(a.tdone[k] - a.tposted[k]));
     constexpr double kMB = 1 << 20;
     r.size = size_;
     r.iters = iters_;
     r.avg = total > 0 ? static_cast<double>(size_) * static_cast<double>(iters_) / kMB / (total / 1e6) : 0;
     r.peak = best > 0 ? static_cast<double>(size_) / kMB / (best / 1e6) : 0;
     r.rate = total > 0 ? static_cast<double>(iters_) / total : 0;
+    set_atomics_verdict(a, slots);
+    return true;
+  }
+
+  // Posts atomic number a.posted on its slot (a CmpSwap compares the value we expect there).
+  bool post_atomic(AtomicRun& a) {
+    const std::uint64_t k = a.posted;
+    const std::size_t off = offset_of(k), slot = off / std::max(size_, cache_line_);
+    std::uint8_t* sink = recv_slot(k % window_);
+    std::memset(sink, kFill, kAtomicSize);
+    const Sge sg{data_stag_, addr_of(sink), kAtomicSize};
+    SendWr wr;
+    wr.wr_id = k;
+    wr.opcode = a.cs ? SendOpcode::cmp_swap : SendOpcode::fetch_add;
+    wr.sgl = {&sg, 1};
+    wr.rkey = rem_.rkey;
+    wr.remote_addr = rem_.vaddr + off;
+    if (a.cs) {
+      a.compare[k] = a.known[slot] ? a.cur[slot] : 0;
+      wr.compare_add = a.compare[k];
+      wr.swap = swap_value(k);
+    } else {
+      wr.compare_add = kAtomicAdd;
+    }
+    a.tposted[k] = Clock::now();
+    if (const Status st = dev_->post_send(data_qp_, wr); st != Status::ok)
+      return fail("post_send " + std::to_string(k) + ": " + std::string(to_string(st))) == 0;
+    ++a.posted;
+    return true;
+  }
+
+  // Checks the completion of atomic number a.done and the value it found; predicts the slot's next.
+  bool complete_atomic(AtomicRun& a, const Wc& wc) {
+    const std::string what = std::string(a.cs ? "CmpSwap " : "FetchAdd ") + std::to_string(wc.wr_id);
+    if (wc.status != WcStatus::success) return fail(what + ": " + std::string(to_string(wc.status))) == 0;
+    if (wc.wr_id != a.done) return fail("completion out of order: " + std::to_string(wc.wr_id)) == 0;
+    if (wc.opcode != (a.cs ? WcOpcode::cmp_swap : WcOpcode::fetch_add))
+      return fail(what + ": completed as another operation") == 0;
+    const std::uint64_t k = a.done;
+    a.tdone[k] = Clock::now();
+    const std::size_t off = offset_of(k), slot = off / std::max(size_, cache_line_);
+    std::uint64_t orig = 0;
+    std::memcpy(&orig, recv_slot(k % window_), kAtomicSize);
+    // the value found: the one we predicted (the previous op on the slot), or with a known
+    // source (the peer is softrnic_perftest) its pattern for the slot's first
+    const bool first = !a.known[slot];
+    const std::uint64_t want = first ? initial_word(off) : a.cur[slot];
+    if ((!first || o_.expect_pattern) && orig != want) {
+      char b[160];
+      std::snprintf(b, sizeof b, ": at offset %zu found 0x%016llx, expected 0x%016llx", off,
+                    static_cast<unsigned long long>(orig), static_cast<unsigned long long>(want));
+      return fail(what + b) == 0;
+    }
+    if (a.cs) {
+      if (orig == a.compare[k]) ++a.swapped;
+      a.cur[slot] = orig == a.compare[k] ? swap_value(k) : orig;
+    } else {
+      a.cur[slot] = orig + kAtomicAdd;
+    }
+    a.known[slot] = true;
+    ++a.done;
+    return true;
+  }
+
+  void set_atomics_verdict(const AtomicRun& a, std::size_t slots) {
     const std::uint64_t used = std::min<std::uint64_t>(iters_, slots);
     const std::string firsts = o_.expect_pattern ? "softrnic's pattern" : "the peer's, unchecked";
-    if (cs)
+    if (a.cs)
       verdict_ = "data verified (" + std::to_string(iters_) + " CmpSwaps on " + std::to_string(used) + " slots, " +
-                 std::to_string(swapped) +
+                 std::to_string(a.swapped) +
                  " swapped: each after a slot's first found the value swapped in before it; the first ones " + firsts +
                  ")";
     else
       verdict_ = "data verified (" + std::to_string(iters_) + " FetchAdds of " + std::to_string(kAtomicAdd) + " on " +
                  std::to_string(used) + " slots: each after a slot's first found the value before it plus " +
                  std::to_string(kAtomicAdd) + "; the first ones " + firsts + ")";
-    return true;
   }
 
   // atomic_bw server: each slot's u64 is what the client's operations leave there, and nothing

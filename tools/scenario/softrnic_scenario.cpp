@@ -297,158 +297,187 @@ class Runner {
   }
 
   bool step(const std::string& cmd, const std::vector<std::string>& args) {
-    if (cmd == "srq") {
-      if (qa_) return fail("srq must come before connect or post");
-      if (!need_setup()) return false;
-      SrqInit si;
-      si.pd = pb_;
-      si.max_wr = args.empty() ? 64 : parse_u(args[0]);
-      si.max_sge = 1;
-      si.on_low_watermark = [this](Srq*) { note("B: SRQ low watermark (async event)"), lw_events_++; };
-      if (b_->create_srq(si, srq_) != Status::ok) return fail("create SRQ");
-      std::printf("  SRQ of %u entries\n", si.max_wr);
-      return true;
-    }
-    if (cmd == "srq_post" || cmd == "recv_post") {
-      if (!need_qps()) return false;
-      if (cmd == "srq_post" && !srq_) return fail("no SRQ");
-      if (cmd == "recv_post" && srq_) return fail("B's EP uses the SRQ");
-      const std::uint32_t n = args.empty() ? 1 : parse_u(args[0]);
-      const std::uint32_t size = args.size() > 1 ? parse_u(args[1]) : 256;
-      if (!post_buffers(n, size, cmd == "srq_post")) return false;
-      print_queries();
-      return true;
-    }
-    if (cmd == "lw") {
-      if (!srq_) return fail("no SRQ");
-      b_->set_srq_low_watermark(srq_, parse_u(args.at(0)));
-      flush_notes();
-      return true;
-    }
-    if (cmd == "watermark") {
-      if (!need_qps()) return false;
-      b_->set_recv_watermarks(qb_, parse_u(args.at(0)), args.size() > 1 ? parse_u(args[1]) : ~0u);
-      flush_notes();
-      return true;
-    }
-    if (cmd == "connect") {
-      if (!need_qps()) return false;
-      b_->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo&) {
-        std::lock_guard lk(mu_);
-        req_ = r;
-      });
-      a_->connect(qa_, b_->address(), kQual, {}, 5000ms);
-      for (int i = 0; i < 5000; ++i) {
-        {
-          std::lock_guard lk(mu_);
-          if (req_) break;
-        }
-        std::this_thread::sleep_for(1ms);
-      }
-      if (!req_ || b_->accept(req_, qb_, {}) != Status::ok) return fail("connection request not seen");
-      for (int i = 0; i < 5000 && (a_->qp_state(qa_) != QpState::rts); ++i) std::this_thread::sleep_for(1ms);
-      std::this_thread::sleep_for(20ms);
-      b_expected_rx_ = b_->counters().rx_frames;
-      flush_notes();
-      return true;
-    }
-    if (cmd == "hold") {
-      if (!need_qps()) return false;
-      hold_a_->set_holding(args.empty() || args[0] != "off");
-      return true;
-    }
-    if (cmd == "send" || cmd == "write") {
-      if (!need_qps()) return false;
-      const std::uint32_t n = cmd == "send" ? (args.empty() ? 1 : parse_u(args[0])) : 1;
-      const std::uint32_t size =
-          cmd == "send" ? (args.size() > 1 ? parse_u(args[1]) : 64) : (args.empty() ? 64 : parse_u(args[0]));
-      if (size > kBufMax) return fail("size over 64 KiB");
-      for (std::uint32_t i = 0; i < n; ++i) {
-        std::uint8_t* src = amem_.data() + (next_src_ % 64) * kBufMax;
-        next_src_++;
-        SendWr wr;
-        if (cmd == "send") {
-          ++msn_;
-          std::snprintf(reinterpret_cast<char*>(src), size, "message %u", msn_);
-        }
-        const Sge g{a_->query_mr(amr_).stag, reinterpret_cast<std::uintptr_t>(src), size};
-        wr.wr_id = msn_;
-        wr.sgl = {&g, 1};
-        if (cmd == "write") {
-          wr.opcode = SendOpcode::rdma_write;
-          wr.rkey = b_->query_mr(bmr_).stag;
-          wr.remote_addr = reinterpret_cast<std::uintptr_t>(bmem_.data()) + bmem_.size() / 2;
-        }
-        const std::uint64_t before = a_->counters().tx_frames;
-        if (a_->post_send(qa_, wr) != Status::ok) return fail("post_send");
-        const std::uint64_t frames = a_->counters().tx_frames - before;
-        b_expected_rx_ += frames;  // what passed A's holding layer now travels to B
-      }
-      if (cmd == "send")
-        std::printf("  A posted %u Send%s of %u bytes (MSN up to %u)\n", n, n == 1 ? "" : "s", size, msn_);
-      settle();
-      print_held();
-      print_queries();
-      return true;
-    }
-    if (cmd == "deliver" || cmd == "drop") {
-      if (!need_qps()) return false;
-      std::vector<std::size_t> idx;
-      if (!select(args, idx)) return false;
-      if (cmd == "deliver") {
-        hold_a_->release(idx);
-        b_expected_rx_ += idx.size();
-      } else {
-        hold_a_->discard(idx);
-      }
-      settle();
-      print_held();
-      print_queries();
-      return true;
-    }
-    if (cmd == "query") {
-      if (!need_qps()) return false;
-      settle();
-      print_queries();
-      return true;
-    }
-    if (cmd == "reap") {
-      if (!need_qps()) return false;
-      const bool all = args.empty() || args[0] == "all";
-      const std::uint32_t want = all ? ~0u : parse_u(args[0]);
-      last_reaped_ = 0;
-      Wc wc;
-      while (last_reaped_ < want && b_->poll_cq(b_rcq_, {&wc, 1}) == 1) {
-        ++last_reaped_;
-        const char* text = reinterpret_cast<const char*>(bmem_.data() + wc.wr_id);
-        std::printf("  completion: %s, %u bytes, buffer %llu: \"%.*s\"\n", std::string(to_string(wc.status)).c_str(),
-                    wc.byte_len, static_cast<unsigned long long>(wc.wr_id),
-                    static_cast<int>(wc.status == WcStatus::success ? std::min<std::uint32_t>(wc.byte_len, 40) : 0),
-                    text);
-        if (wc.srq) b_->srq_reaped(wc.srq, 1);
-      }
-      print_queries();
-      return true;
-    }
+    if (cmd == "srq") return do_srq(args);
+    if (cmd == "srq_post" || cmd == "recv_post") return do_post(cmd == "srq_post", args);
+    if (cmd == "lw") return do_lw(args);
+    if (cmd == "watermark") return do_watermark(args);
+    if (cmd == "connect") return do_connect();
+    if (cmd == "hold") return do_hold(args);
+    if (cmd == "send" || cmd == "write") return do_send_or_write(cmd == "send", args);
+    if (cmd == "deliver" || cmd == "drop") return do_deliver_or_drop(cmd == "deliver", args);
+    if (cmd == "query") return do_query();
+    if (cmd == "reap") return do_reap(args);
     if (cmd == "expect") return expect(args);
-    if (cmd == "pause") {
-      // time for softrnic_info (--info) to look at the devices as they are now
-      const double s = args.empty() ? 1.0 : std::strtod(args[0].c_str(), nullptr);
-      if (!(s > 0 && s <= 600)) return fail("pause takes 0 < SECONDS <= 600");
-      std::printf("paused %g s\n", s);
-      std::fflush(stdout);
-      std::this_thread::sleep_for(std::chrono::duration<double>(s));
-      return true;
-    }
-    if (cmd == "disconnect") {
-      if (!need_qps()) return false;
-      a_->disconnect(qa_, args.empty() || args[0] != "abrupt");
-      std::this_thread::sleep_for(50ms);
-      flush_notes();
-      print_queries();
-      return true;
-    }
+    if (cmd == "pause") return do_pause(args);
+    if (cmd == "disconnect") return do_disconnect(args);
     return fail("unknown command '" + cmd + "'");
+  }
+
+  bool do_srq(const std::vector<std::string>& args) {
+    if (qa_) return fail("srq must come before connect or post");
+    if (!need_setup()) return false;
+    SrqInit si;
+    si.pd = pb_;
+    si.max_wr = args.empty() ? 64 : parse_u(args[0]);
+    si.max_sge = 1;
+    si.on_low_watermark = [this](Srq*) { note("B: SRQ low watermark (async event)"), lw_events_++; };
+    if (b_->create_srq(si, srq_) != Status::ok) return fail("create SRQ");
+    std::printf("  SRQ of %u entries\n", si.max_wr);
+    return true;
+  }
+
+  bool do_post(bool to_srq, const std::vector<std::string>& args) {
+    if (!need_qps()) return false;
+    if (to_srq && !srq_) return fail("no SRQ");
+    if (!to_srq && srq_) return fail("B's EP uses the SRQ");
+    const std::uint32_t n = args.empty() ? 1 : parse_u(args[0]);
+    const std::uint32_t size = args.size() > 1 ? parse_u(args[1]) : 256;
+    if (!post_buffers(n, size, to_srq)) return false;
+    print_queries();
+    return true;
+  }
+
+  bool do_lw(const std::vector<std::string>& args) {
+    if (!srq_) return fail("no SRQ");
+    b_->set_srq_low_watermark(srq_, parse_u(args.at(0)));
+    flush_notes();
+    return true;
+  }
+
+  bool do_watermark(const std::vector<std::string>& args) {
+    if (!need_qps()) return false;
+    b_->set_recv_watermarks(qb_, parse_u(args.at(0)), args.size() > 1 ? parse_u(args[1]) : ~0u);
+    flush_notes();
+    return true;
+  }
+
+  bool do_connect() {
+    if (!need_qps()) return false;
+    b_->listen(kQual, [this](ConnRequest* r, const ConnRequestInfo&) {
+      std::lock_guard lk(mu_);
+      req_ = r;
+    });
+    a_->connect(qa_, b_->address(), kQual, {}, 5000ms);
+    for (int i = 0; i < 5000; ++i) {
+      {
+        std::lock_guard lk(mu_);
+        if (req_) break;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    if (!req_ || b_->accept(req_, qb_, {}) != Status::ok) return fail("connection request not seen");
+    for (int i = 0; i < 5000 && (a_->qp_state(qa_) != QpState::rts); ++i) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(20ms);
+    b_expected_rx_ = b_->counters().rx_frames;
+    flush_notes();
+    return true;
+  }
+
+  bool do_hold(const std::vector<std::string>& args) {
+    if (!need_qps()) return false;
+    hold_a_->set_holding(args.empty() || args[0] != "off");
+    return true;
+  }
+
+  // send [N [SIZE]]: N Sends from A; write [SIZE]: one RDMA Write.
+  bool do_send_or_write(bool send, const std::vector<std::string>& args) {
+    if (!need_qps()) return false;
+    const std::uint32_t n = send ? (args.empty() ? 1 : parse_u(args[0])) : 1;
+    const std::uint32_t size =
+        send ? (args.size() > 1 ? parse_u(args[1]) : 64) : (args.empty() ? 64 : parse_u(args[0]));
+    if (size > kBufMax) return fail("size over 64 KiB");
+    for (std::uint32_t i = 0; i < n; ++i)
+      if (!post_from_a(send, size)) return false;
+    if (send) std::printf("  A posted %u Send%s of %u bytes (MSN up to %u)\n", n, n == 1 ? "" : "s", size, msn_);
+    settle();
+    print_held();
+    print_queries();
+    return true;
+  }
+
+  // One Send (numbered by its MSN in its text) or RDMA Write from A's next source buffer.
+  bool post_from_a(bool send, std::uint32_t size) {
+    std::uint8_t* src = amem_.data() + (next_src_ % 64) * kBufMax;
+    next_src_++;
+    SendWr wr;
+    if (send) {
+      ++msn_;
+      std::snprintf(reinterpret_cast<char*>(src), size, "message %u", msn_);
+    }
+    const Sge g{a_->query_mr(amr_).stag, reinterpret_cast<std::uintptr_t>(src), size};
+    wr.wr_id = msn_;
+    wr.sgl = {&g, 1};
+    if (!send) {
+      wr.opcode = SendOpcode::rdma_write;
+      wr.rkey = b_->query_mr(bmr_).stag;
+      wr.remote_addr = reinterpret_cast<std::uintptr_t>(bmem_.data()) + bmem_.size() / 2;
+    }
+    const std::uint64_t before = a_->counters().tx_frames;
+    if (a_->post_send(qa_, wr) != Status::ok) return fail("post_send");
+    const std::uint64_t frames = a_->counters().tx_frames - before;
+    b_expected_rx_ += frames;  // what passed A's holding layer now travels to B
+    return true;
+  }
+
+  bool do_deliver_or_drop(bool deliver, const std::vector<std::string>& args) {
+    if (!need_qps()) return false;
+    std::vector<std::size_t> idx;
+    if (!select(args, idx)) return false;
+    if (deliver) {
+      hold_a_->release(idx);
+      b_expected_rx_ += idx.size();
+    } else {
+      hold_a_->discard(idx);
+    }
+    settle();
+    print_held();
+    print_queries();
+    return true;
+  }
+
+  bool do_query() {
+    if (!need_qps()) return false;
+    settle();
+    print_queries();
+    return true;
+  }
+
+  bool do_reap(const std::vector<std::string>& args) {
+    if (!need_qps()) return false;
+    const bool all = args.empty() || args[0] == "all";
+    const std::uint32_t want = all ? ~0u : parse_u(args[0]);
+    last_reaped_ = 0;
+    Wc wc;
+    while (last_reaped_ < want && b_->poll_cq(b_rcq_, {&wc, 1}) == 1) {
+      ++last_reaped_;
+      const char* text = reinterpret_cast<const char*>(bmem_.data() + wc.wr_id);
+      std::printf("  completion: %s, %u bytes, buffer %llu: \"%.*s\"\n", std::string(to_string(wc.status)).c_str(),
+                  wc.byte_len, static_cast<unsigned long long>(wc.wr_id),
+                  static_cast<int>(wc.status == WcStatus::success ? std::min<std::uint32_t>(wc.byte_len, 40) : 0),
+                  text);
+      if (wc.srq) b_->srq_reaped(wc.srq, 1);
+    }
+    print_queries();
+    return true;
+  }
+
+  // Time for softrnic_info (--info) to look at the devices as they are now.
+  bool do_pause(const std::vector<std::string>& args) {
+    const double s = args.empty() ? 1.0 : std::strtod(args[0].c_str(), nullptr);
+    if (!(s > 0 && s <= 600)) return fail("pause takes 0 < SECONDS <= 600");
+    std::printf("paused %g s\n", s);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::duration<double>(s));
+    return true;
+  }
+
+  bool do_disconnect(const std::vector<std::string>& args) {
+    if (!need_qps()) return false;
+    a_->disconnect(qa_, args.empty() || args[0] != "abrupt");
+    std::this_thread::sleep_for(50ms);
+    flush_notes();
+    print_queries();
+    return true;
   }
 
   AllocPolicy policy_;

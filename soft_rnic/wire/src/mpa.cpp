@@ -260,90 +260,106 @@ MpaRxResult MpaRx::next(std::span<const std::uint8_t> in) {
   std::size_t used = 0;
   while (used < in.size()) {
     const std::span<const std::uint8_t> rest = in.subspan(used);
-    if (marker_due()) {
-      const std::size_t n = std::min(kMpaMarkerLen - marker_got_, rest.size());
-      std::memcpy(marker_buf_.data() + marker_got_, rest.data(), n);
-      // Markers before the CRC field are covered by it (a leading one too); none lies inside
-      // the field on a 4-aligned stream.
-      if (cfg_.crc && !(phase_ == Phase::crc && crc_got_ > 0)) crc_.update(rest.first(n));
-      marker_got_ += n;
-      pos_ += n;
-      used += n;
-      if (marker_got_ == kMpaMarkerLen) {
-        marker_got_ = 0;
-        ++stats_.markers;
-        const std::uint64_t marker_pos = pos_ - kMpaMarkerLen;
-        const std::uint64_t expect = phase_ == Phase::len && len_got_ == 0 ? 0 : marker_pos - len_pos_;
-        // (receivers treat FPDUPTR's two low bits as zero)
-        if (((get_be16(marker_buf_.data() + 2) ^ expect) & 0xFFFC) != 0) {
-          ++stats_.marker_errors;
-          return fail(MpaRxError::bad_marker, used);
-        }
-      }
-      continue;
-    }
-    const std::size_t avail = cfg_.markers ? std::min(rest.size(), to_marker(pos_)) : rest.size();
-    switch (phase_) {
-      case Phase::len: {
-        const std::size_t n = std::min(avail, kMpaLenFieldLen - len_got_);
-        if (len_got_ == 0) len_pos_ = pos_;
-        std::memcpy(len_buf_.data() + len_got_, rest.data(), n);
-        if (cfg_.crc) crc_.update(rest.first(n));
-        len_got_ += n;
-        pos_ += n;
-        used += n;
-        if (len_got_ == kMpaLenFieldLen) {
-          ulpdu_len_ = get_be16(len_buf_.data());
-          if (ulpdu_len_ < kMpaMinUlpdu || ulpdu_len_ > cfg_.max_ulpdu) {
-            ++stats_.length_errors;
-            return fail(ulpdu_len_ < kMpaMinUlpdu ? MpaRxError::ulpdu_too_short : MpaRxError::ulpdu_too_long, used);
-          }
-          phase_ = Phase::body;
-          body_got_ = 0;
-        }
-        break;
-      }
-      case Phase::body: {
-        const std::size_t total = ulpdu_len_ + mpa_pad(ulpdu_len_);
-        const std::size_t n = std::min(avail, total - body_got_);
-        if (cfg_.crc) crc_.update(rest.first(n));
-        if (direct_ == nullptr && body_got_ < ulpdu_len_)
-          std::memcpy(buf_.data() + body_got_, rest.data(), std::min(n, ulpdu_len_ - body_got_));
-        body_got_ += n;
-        pos_ += n;
-        used += n;
-        if (body_got_ == total) {
-          phase_ = Phase::crc;
-          crc_got_ = 0;
-        }
-        break;
-      }
-      case Phase::crc: {
-        const std::size_t n = std::min(avail, kMpaCrcLen - crc_got_);
-        std::memcpy(crc_buf_.data() + crc_got_, rest.data(), n);
-        crc_got_ += n;
-        pos_ += n;
-        used += n;
-        if (crc_got_ < kMpaCrcLen) break;
-        if (cfg_.crc && get_le32(crc_buf_.data()) != crc_.value()) {
-          ++stats_.crc_errors;
-          return fail(MpaRxError::bad_crc, used);
-        }
-        const std::span<const std::uint8_t> ulpdu(direct_ != nullptr ? direct_ : buf_.data(), ulpdu_len_);
-        if (direct_ == nullptr) ++stats_.reassembled;
-        ++stats_.fpdus;
-        stats_.bytes += used;
-        phase_ = Phase::len;
-        len_got_ = 0;
-        crc_ = Crc32c{};
-        direct_ = nullptr;
-        return {.status = MpaRxStatus::ulpdu, .consumed = used, .ulpdu = ulpdu};
-      }
-    }
+    const Step step = marker_due() ? take_marker(rest) : take_fpdu_bytes(rest);
+    used += step.n;
+    if (step.error != MpaRxError::none) return fail(step.error, used);
+    if (step.fpdu_done) return deliver(used);
   }
   // (direct_ is set only when the whole FPDU is in `in`, so it is null here)
   stats_.bytes += used;
   return {.status = MpaRxStatus::need_more, .consumed = used, .ulpdu = {}};
+}
+
+MpaRx::Step MpaRx::take_marker(std::span<const std::uint8_t> rest) {
+  const std::size_t n = std::min(kMpaMarkerLen - marker_got_, rest.size());
+  std::memcpy(marker_buf_.data() + marker_got_, rest.data(), n);
+  // Markers before the CRC field are covered by it (a leading one too); none lies inside
+  // the field on a 4-aligned stream.
+  if (cfg_.crc && !(phase_ == Phase::crc && crc_got_ > 0)) crc_.update(rest.first(n));
+  marker_got_ += n;
+  pos_ += n;
+  if (marker_got_ < kMpaMarkerLen) return {.n = n};
+  marker_got_ = 0;
+  ++stats_.markers;
+  const std::uint64_t marker_pos = pos_ - kMpaMarkerLen;
+  const std::uint64_t expect = phase_ == Phase::len && len_got_ == 0 ? 0 : marker_pos - len_pos_;
+  // (receivers treat FPDUPTR's two low bits as zero)
+  if (((get_be16(marker_buf_.data() + 2) ^ expect) & 0xFFFC) != 0) {
+    ++stats_.marker_errors;
+    return {.n = n, .error = MpaRxError::bad_marker};
+  }
+  return {.n = n};
+}
+
+// Takes FPDU bytes up to the next marker (if markers are on), in the current phase.
+MpaRx::Step MpaRx::take_fpdu_bytes(std::span<const std::uint8_t> rest) {
+  const std::size_t avail = cfg_.markers ? std::min(rest.size(), to_marker(pos_)) : rest.size();
+  const std::span<const std::uint8_t> piece = rest.first(avail);
+  switch (phase_) {
+    case Phase::len: return take_len(piece);
+    case Phase::body: return take_body(piece);
+    case Phase::crc: return take_crc(piece);
+  }
+  return {};
+}
+
+MpaRx::Step MpaRx::take_len(std::span<const std::uint8_t> piece) {
+  const std::size_t n = std::min(piece.size(), kMpaLenFieldLen - len_got_);
+  if (len_got_ == 0) len_pos_ = pos_;
+  std::memcpy(len_buf_.data() + len_got_, piece.data(), n);
+  if (cfg_.crc) crc_.update(piece.first(n));
+  len_got_ += n;
+  pos_ += n;
+  if (len_got_ < kMpaLenFieldLen) return {.n = n};
+  ulpdu_len_ = get_be16(len_buf_.data());
+  if (ulpdu_len_ < kMpaMinUlpdu || ulpdu_len_ > cfg_.max_ulpdu) {
+    ++stats_.length_errors;
+    return {.n = n, .error = ulpdu_len_ < kMpaMinUlpdu ? MpaRxError::ulpdu_too_short : MpaRxError::ulpdu_too_long};
+  }
+  phase_ = Phase::body;
+  body_got_ = 0;
+  return {.n = n};
+}
+
+MpaRx::Step MpaRx::take_body(std::span<const std::uint8_t> piece) {
+  const std::size_t total = ulpdu_len_ + mpa_pad(ulpdu_len_);
+  const std::size_t n = std::min(piece.size(), total - body_got_);
+  if (cfg_.crc) crc_.update(piece.first(n));
+  if (direct_ == nullptr && body_got_ < ulpdu_len_)
+    std::memcpy(buf_.data() + body_got_, piece.data(), std::min(n, ulpdu_len_ - body_got_));
+  body_got_ += n;
+  pos_ += n;
+  if (body_got_ == total) {
+    phase_ = Phase::crc;
+    crc_got_ = 0;
+  }
+  return {.n = n};
+}
+
+MpaRx::Step MpaRx::take_crc(std::span<const std::uint8_t> piece) {
+  const std::size_t n = std::min(piece.size(), kMpaCrcLen - crc_got_);
+  std::memcpy(crc_buf_.data() + crc_got_, piece.data(), n);
+  crc_got_ += n;
+  pos_ += n;
+  if (crc_got_ < kMpaCrcLen) return {.n = n};
+  if (cfg_.crc && get_le32(crc_buf_.data()) != crc_.value()) {
+    ++stats_.crc_errors;
+    return {.n = n, .error = MpaRxError::bad_crc};
+  }
+  return {.n = n, .fpdu_done = true};
+}
+
+// Hands out the ULPDU of the FPDU just checked and gets ready for the next one.
+MpaRxResult MpaRx::deliver(std::size_t used) {
+  const std::span<const std::uint8_t> ulpdu(direct_ != nullptr ? direct_ : buf_.data(), ulpdu_len_);
+  if (direct_ == nullptr) ++stats_.reassembled;
+  ++stats_.fpdus;
+  stats_.bytes += used;
+  phase_ = Phase::len;
+  len_got_ = 0;
+  crc_ = Crc32c{};
+  direct_ = nullptr;
+  return {.status = MpaRxStatus::ulpdu, .consumed = used, .ulpdu = ulpdu};
 }
 
 }  // namespace softrnic::wire

@@ -248,10 +248,22 @@ class MpaRx {
 
  private:
   enum class Phase : std::uint8_t { len, body, crc };
+  // What one step of next() took from the input, and whether that broke the stream or ended an FPDU.
+  struct Step {
+    std::size_t n = 0;
+    MpaRxError error = MpaRxError::none;
+    bool fpdu_done = false;
+  };
 
   MpaRxResult fail(MpaRxError e, std::size_t consumed);
   bool marker_due() const;
   void plan_fast_path(std::span<const std::uint8_t> in);
+  Step take_marker(std::span<const std::uint8_t> rest);
+  Step take_fpdu_bytes(std::span<const std::uint8_t> rest);
+  Step take_len(std::span<const std::uint8_t> piece);
+  Step take_body(std::span<const std::uint8_t> piece);
+  Step take_crc(std::span<const std::uint8_t> piece);
+  MpaRxResult deliver(std::size_t used);
 
   MpaRxConfig cfg_;
   std::vector<std::uint8_t> buf_;  // reassembled ULPDU (sized once: max_ulpdu)
