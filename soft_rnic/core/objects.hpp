@@ -125,7 +125,7 @@ struct WaitingWr {
 // An RDMA Read this QP requested: where its response goes. A Read Request names one sink STag;
 // a read into a scatter list names an internal STag (below kMaxInternalStag, never a region's)
 // over the list, and its response is scattered by offset from sink_to.
-struct ReadOut {
+struct RequestedRead {
   std::uint32_t sink_stag = 0;
   std::uint64_t sink_to = 0;
   std::uint32_t len = 0;
@@ -190,10 +190,10 @@ struct Qp {
   std::uint32_t ord = 0, ird = 0;  // negotiated at connect
 
   // Send queue.
-  std::deque<SendWqe> sq;            // posted, not completed, in order
-  std::deque<WaitingWr> sq_wait;     // the tail of sq that is not issued yet, in order
-  std::deque<ReadOut> reads_out;     // our RDMA Reads without their whole response yet
-  std::uint32_t next_read_stag = 0;  // the last internal sink STag a scattered read named
+  std::deque<SendWqe> sq;               // posted, not completed, in order
+  std::deque<WaitingWr> sq_wait;        // the tail of sq that is not issued yet, in order
+  std::deque<RequestedRead> reads_out;  // our RDMA Reads without their whole response yet
+  std::uint32_t next_read_stag = 0;     // the last internal sink STag a scattered read named
 
   // Receive queue.
   std::uint32_t recv_msn = 1;  // MSN of rq.front()

@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "objects.hpp"
+#include "softrnic/log.hpp"
 
 namespace softrnic {
 
@@ -16,6 +17,18 @@ std::string_view to_string(QpState s) {
     case QpState::closing: return "CLOSING";
     case QpState::terminate: return "TERMINATE";
     case QpState::error: return "ERROR";
+  }
+  return "?";
+}
+
+std::string_view to_string(CmPhase p) {
+  switch (p) {
+    case CmPhase::none: return "none";
+    case CmPhase::connecting: return "connecting";
+    case CmPhase::accepting: return "accepting";
+    case CmPhase::connected: return "connected";
+    case CmPhase::disconnecting: return "disconnecting";
+    case CmPhase::closed: return "closed";
   }
   return "?";
 }
@@ -71,6 +84,14 @@ constexpr Row kTable[] = {
     {E::reset, kAny, set_of<P>({none, closed}), idle, none},
 };
 
+// "connect: IDLE/none -> IDLE/connecting", the QP's life in a debug log (SOFTRNIC_LOG=debug).
+void trace(const Qp& qp, QpEvent e, QpStep to) {
+  std::string t(to_string(e));
+  t.append(": ").append(to_string(qp.state.load())).append("/").append(to_string(qp.cm.load()));
+  t.append(" -> ").append(to_string(to.state)).append("/").append(to_string(to.cm));
+  log::line(log::Level::debug, qp.who, t);
+}
+
 bool in(std::uint8_t set, auto v) {
   return (set >> static_cast<unsigned>(v) & 1u) != 0;
 }
@@ -88,6 +109,7 @@ std::optional<QpStep> qp_next(QpState state, CmPhase cm, QpEvent e) {
 bool qp_event(Qp& qp, QpEvent e) {
   const std::optional<QpStep> next = qp_next(qp.state, qp.cm, e);
   if (!next) return false;
+  if (log::enabled(log::Level::debug)) trace(qp, e, *next);
   qp.state = next->state;
   qp.cm = next->cm;
   return true;

@@ -33,6 +33,7 @@ enum class QpEvent : std::uint8_t {
 };
 inline constexpr int kQpEventCount = 11;
 std::string_view to_string(QpEvent e);
+std::string_view to_string(CmPhase p);
 
 // What an event makes of a QP in (state, cm); nullopt where the event does not apply there.
 struct QpStep {

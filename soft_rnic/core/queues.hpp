@@ -79,12 +79,15 @@ inline bool is_read_like(SendOpcode op) {
 }
 // Issues the waiting requests at the head of sq_wait that may go now, in order.
 void issue_waiting(Qp& qp);
-// An RDMA Read goes on the wire: its ReadOut (where the response goes) joins reads_out. One sink
+// An RDMA Read goes on the wire: its RequestedRead (where the response goes) joins reads_out. One sink
 // SGE is named as it is; a scatter list by an internal STag over it (TO from 0).
-ReadOut& begin_read(Qp& qp, const WaitingWr& w);
+RequestedRead& begin_read(Qp& qp, const WaitingWr& w);
 // Completes send-queue entries in posting order: a Send or Write when everything before
 // `acked` is acknowledged and covers its last segment, an RDMA Read when its response is whole.
 void complete_sends(Qp& qp, Pos acked);
+// The request at the head of the send queue, the one the peer refused (a Terminate or a fatal
+// NAK names the first not acknowledged), completes with `status` whether signaled or not.
+void complete_head(Qp& qp, WcStatus status);
 // RDMA Write data: placed after the STag, zone, bounds and access checks.
 std::optional<Fault> place_tagged(Ctx& ctx, Qp& qp, std::uint32_t stag, std::uint64_t to,
                                   std::span<const std::uint8_t> payload);

@@ -53,15 +53,15 @@ void issue_waiting(Qp& qp) {
     qp.transport->send_queue_drained(qp);
 }
 
-ReadOut& begin_read(Qp& qp, const WaitingWr& w) {
+RequestedRead& begin_read(Qp& qp, const WaitingWr& w) {
   const bool scattered = w.sgl->size() > 1;
   Sge sink = w.sgl->empty() ? Sge{} : (*w.sgl)[0];
   if (scattered) {
     qp.next_read_stag = qp.next_read_stag % (kMaxInternalStag - 1) + 1;
     sink = Sge{qp.next_read_stag, 0, static_cast<std::uint32_t>(w.total)};
   }
-  return qp.reads_out.emplace_back(ReadOut{sink.lkey, sink.addr, static_cast<std::uint32_t>(w.total), 0, 0, false,
-                                           w.wqe, w.sink_access, scattered ? w.sgl : SglRef{}});
+  return qp.reads_out.emplace_back(RequestedRead{sink.lkey, sink.addr, static_cast<std::uint32_t>(w.total), 0, 0, false,
+                                                 w.wqe, w.sink_access, scattered ? w.sgl : SglRef{}});
 }
 
 void complete_sends(Qp& qp, Pos acked) {
@@ -73,6 +73,14 @@ void complete_sends(Qp& qp, Pos acked) {
       push_wc(qp.init.send_cq, Wc{s.wr_id, s.opcode, WcStatus::success, s.byte_len, &qp, qp.init.context});
     qp.sq.pop_front();
   }
+}
+
+void complete_head(Qp& qp, WcStatus status) {
+  if (qp.sq.empty()) return;
+  const SendWqe& f = qp.sq.front();
+  sq_retire(qp);
+  push_wc(qp.init.send_cq, Wc{f.wr_id, f.opcode, status, 0, &qp, qp.init.context});
+  qp.sq.pop_front();
 }
 
 std::optional<Fault> place_tagged(Ctx& ctx, Qp& qp, std::uint32_t stag, std::uint64_t to,
@@ -96,8 +104,8 @@ std::optional<Fault> place_read_response(Ctx& ctx, Qp& qp, std::uint32_t stag, s
   // be counted for an earlier read of the same sink; a read still completes only when every
   // segment before its last counted one has been delivered, so its own bytes are in place.
   const bool empty = payload.empty();
-  ReadOut* rd = nullptr;
-  for (ReadOut& r : qp.reads_out) {
+  RequestedRead* rd = nullptr;
+  for (RequestedRead& r : qp.reads_out) {
     const bool wants = empty ? r.len == 0 && !r.pos_seen : r.placed < r.len;
     if (wants && r.sink_stag == stag && to >= r.sink_to && to + payload.size() <= r.sink_to + r.len) {
       rd = &r;
@@ -127,7 +135,7 @@ std::optional<Fault> place_read_response(Ctx& ctx, Qp& qp, std::uint32_t stag, s
 bool complete_reads(Qp& qp, Pos delivered, Pos acked) {
   bool any = false;
   while (!qp.reads_out.empty()) {
-    ReadOut& r = qp.reads_out.front();
+    RequestedRead& r = qp.reads_out.front();
     if (!r.pos_seen || r.placed < r.len || !(r.last_pos < delivered)) break;
     r.wqe->read_done = true;
     qp.reads_out.pop_front();

@@ -36,7 +36,7 @@ class LowerLayer {
 };
 
 // RDMAP's own state of a connection; a lower layer's per-QP state derives from it.
-struct ReadIn {  // a Read Request the peer made, waiting for stream order before it is answered
+struct PeerReadRequest {  // a Read Request the peer made, waiting for stream order before it is answered
   Pos pos = 0;
   std::uint32_t msn = 0;
   std::uint32_t sink_stag = 0, src_stag = 0, size = 0;
@@ -44,11 +44,11 @@ struct ReadIn {  // a Read Request the peer made, waiting for stream order befor
 };
 
 struct IwarpQp : TransportQp {
-  std::uint32_t send_msn = 1;       // next MSN on QN 0
-  std::uint32_t read_msn = 1;       // next MSN on QN 1 (Read Requests we send)
-  std::uint32_t peer_read_msn = 1;  // next Read Request MSN expected from the peer
-  std::deque<ReadIn> reads_in;      // the peer's, not yet in stream order
-  std::deque<Pos> responses_end;    // end positions of our responses not yet acknowledged (IRD)
+  std::uint32_t send_msn = 1;            // next MSN on QN 0
+  std::uint32_t read_msn = 1;            // next MSN on QN 1 (Read Requests we send)
+  std::uint32_t peer_read_msn = 1;       // next Read Request MSN expected from the peer
+  std::deque<PeerReadRequest> reads_in;  // the peer's, not yet in stream order
+  std::deque<Pos> responses_end;         // end positions of our responses not yet acknowledged (IRD)
 };
 
 }  // namespace softrnic::iwarp

@@ -34,9 +34,10 @@ void Rdmap::on_segment(Qp& qp, std::span<const std::uint8_t> body, Pos pos) {
       w::ReadRequestHdr rr;
       std::memcpy(&rr, s.ulp_header.data(), sizeof rr);
       IwarpQp& st = state(qp);
-      st.reads_in.push_back(
-          ReadIn{pos, s.msn, rr.sink_stag.get(), rr.src_stag.get(), rr.size.get(), rr.sink_to.get(), rr.src_to.get()});
-      std::sort(st.reads_in.begin(), st.reads_in.end(), [](const ReadIn& a, const ReadIn& b) { return a.pos < b.pos; });
+      st.reads_in.push_back(PeerReadRequest{pos, s.msn, rr.sink_stag.get(), rr.src_stag.get(), rr.size.get(),
+                                            rr.sink_to.get(), rr.src_to.get()});
+      std::sort(st.reads_in.begin(), st.reads_in.end(),
+                [](const PeerReadRequest& a, const PeerReadRequest& b) { return a.pos < b.pos; });
       return;
     }
     case w::RdmapOpcode::read_response: fail(qp, place_read_response(ctx_, qp, s.stag, s.to, s.payload, pos)); return;
@@ -55,12 +56,7 @@ void Rdmap::on_segment(Qp& qp, std::span<const std::uint8_t> body, Pos pos) {
       }
       // The request the peer refused (the first not acknowledged: the Terminate acknowledges
       // nothing from the offending segment on) completes in error; the rest are flushed.
-      if (!qp.sq.empty()) {
-        const SendWqe& f = qp.sq.front();
-        sq_retire(qp);
-        push_wc(qp.init.send_cq, Wc{f.wr_id, f.opcode, status, 0, &qp, qp.init.context});
-        qp.sq.pop_front();
-      }
+      complete_head(qp, status);
       close_qp(qp, CmEventType::broken, reason);
       return;
     }

@@ -15,7 +15,7 @@ void Rdmap::issue(Qp& qp, const WaitingWr& wr) {
   wqe.sgl = wr.sgl;
   const std::uint64_t total = wr.total;
   if (wr.opcode == SendOpcode::rdma_read) {
-    const ReadOut& rd = begin_read(qp, wr);
+    const RequestedRead& rd = begin_read(qp, wr);
     std::uint8_t h[sizeof(w::DdpUntaggedHdr)];
     const std::size_t hl =
         w::encode_untagged(h, w::RdmapOpcode::read_request, true, w::kQnReadRequest, s.read_msn++, 0);
@@ -56,7 +56,7 @@ void Rdmap::answer_read_requests(Qp& qp) {
   IwarpQp& s = state(qp);
   const Pos delivered = lower_.delivered(qp);
   while (qp.state == QpState::rts && !s.reads_in.empty() && s.reads_in.front().pos < delivered) {
-    const ReadIn r = s.reads_in.front();
+    const PeerReadRequest r = s.reads_in.front();
     s.reads_in.pop_front();
     const RxPosScope scope(*this, r.pos);
     if (r.msn != s.peer_read_msn) {

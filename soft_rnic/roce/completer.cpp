@@ -209,12 +209,7 @@ void Roce::acknowledged(Qp& qp, Pos through) {
 // flushed, the QP breaks.
 void Roce::complete_error(Qp& qp, WcStatus status, std::string reason) {
   complete_sends(qp, st(qp).una_psn);
-  if (!qp.sq.empty()) {
-    const SendWqe& f = qp.sq.front();
-    sq_retire(qp);
-    push_wc(qp.init.send_cq, Wc{f.wr_id, f.opcode, status, 0, &qp, qp.init.context});
-    qp.sq.pop_front();
-  }
+  complete_head(qp, status);
   break_qp(qp, std::move(reason));
 }
 
@@ -246,7 +241,7 @@ void Roce::on_timer(Qp& qp, Clock::time_point now) {
     rearm(qp);
     return;
   }
-  if (!s.jobs.empty()) send_responses(qp);
+  if (!s.read_jobs.empty()) send_responses(qp);
   if (!s.has_path) return;
   if (s.reqs.empty()) {
     if (keepalive_on(qp)) keepalive(qp, now);

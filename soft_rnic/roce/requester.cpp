@@ -33,7 +33,7 @@ void Roce::issue(Qp& qp, const WaitingWr& wr) {
   switch (wr.opcode) {
     case SendOpcode::rdma_read: {
       r.kind = ReqKind::read;
-      const ReadOut& rd = begin_read(qp, wr);
+      const RequestedRead& rd = begin_read(qp, wr);
       r.sink_stag = rd.sink_stag;
       r.sink_to = rd.sink_to;
       break;
@@ -45,7 +45,7 @@ void Roce::issue(Qp& qp, const WaitingWr& wr) {
       r.compare_add = wr.compare_add;
       r.swap = wr.swap;
       r.npkts = 1;
-      const ReadOut& rd = begin_read(qp, wr);  // the value found comes back like a Read's data
+      const RequestedRead& rd = begin_read(qp, wr);  // the value found comes back like a Read's data
       r.sink_stag = rd.sink_stag;
       r.sink_to = rd.sink_to;
       break;

@@ -174,7 +174,7 @@ void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
   ctx_.ctr.rx_duplicates++;
   if (w::op_info(p.opcode).has(w::Has::atomic)) {
     // An atomic asked again (its ACK was lost): the same answer, not a second execution.
-    for (const ReadRes& r : s.reads)
+    for (const AnsweredRead& r : s.answered_reads)
       if (r.atomic && r.first_psn == psn) {
         send_atomic_ack(qp, psn, r.orig);
         return;
@@ -184,7 +184,7 @@ void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
   if (w::op_info(p.opcode).has(w::Has::read)) {
     // A Read asked again (its response was lost): answered again from its PSN, if it lies within
     // one we answered (rxe replays the same way). Its RETH is checked again.
-    for (const ReadRes& r : s.reads) {
+    for (const AnsweredRead& r : s.answered_reads) {
       if (r.atomic || psn < r.first_psn || psn >= r.first_psn + r.npkts) continue;
       if (p.reth->dma_len) {
         const MrCheck c = ctx_.mrs.check(p.reth->rkey, qp.init.pd, p.reth->va, p.reth->dma_len, Access::remote_read);
@@ -194,7 +194,8 @@ void Roce::duplicate(Qp& qp, const w::Packet& p, Pos psn) {
         }
       }
       const Sge src{p.reth->rkey, p.reth->va, p.reth->dma_len};
-      s.jobs.push_back(ReadJob{psn, p.reth->rkey, 0, p.reth->dma_len, true, ctx_.sgl_pool.make({&src, 1})});
+      s.read_jobs.push_back(
+          ReadResponseJob{psn, p.reth->rkey, 0, p.reth->dma_len, true, ctx_.sgl_pool.make({&src, 1})});
       send_responses(qp);
       return;
     }
@@ -219,12 +220,12 @@ bool Roce::answer_read(Qp& qp, Pos psn, std::uint32_t rkey, std::uint64_t va, st
     }
   }
   const auto npkts = len == 0 ? 1u : (len + s.mtu - 1) / s.mtu;
-  s.reads.push_back(ReadRes{psn, npkts});
-  while (s.reads.size() > std::max<std::uint32_t>(qp.ird, 1)) s.reads.pop_front();
+  s.answered_reads.push_back(AnsweredRead{psn, npkts});
+  while (s.answered_reads.size() > std::max<std::uint32_t>(qp.ird, 1)) s.answered_reads.pop_front();
   const Sge src{rkey, va, len};
   s.exp_psn = psn + npkts;
   s.msn++;
-  s.jobs.push_back(ReadJob{psn, rkey, 0, len, true, ctx_.sgl_pool.make({&src, 1})});
+  s.read_jobs.push_back(ReadResponseJob{psn, rkey, 0, len, true, ctx_.sgl_pool.make({&src, 1})});
   send_responses(qp);
   return true;
 }
@@ -234,8 +235,8 @@ bool Roce::answer_read(Qp& qp, Pos psn, std::uint32_t rkey, std::uint64_t va, st
 void Roce::send_responses(Qp& qp) {
   RoceQp& s = st(qp);
   int budget = kResponseBurst;
-  while (!s.jobs.empty() && budget-- > 0 && s.has_path) {
-    ReadJob& j = s.jobs.front();
+  while (!s.read_jobs.empty() && budget-- > 0 && s.has_path) {
+    ReadResponseJob& j = s.read_jobs.front();
     const std::uint32_t len = std::min(s.mtu, j.left);
     const bool last = len == j.left;
     w::Packet p;
@@ -254,9 +255,9 @@ void Roce::send_responses(Qp& qp) {
     j.psn++;
     j.off += len;
     j.left -= len;
-    if (last) s.jobs.pop_front();
+    if (last) s.read_jobs.pop_front();
   }
-  if (!s.jobs.empty()) rearm(qp);
+  if (!s.read_jobs.empty()) rearm(qp);
 }
 
 // CmpSwap and FetchAdd on 8 aligned bytes of a region that grants remote atomic access, done with
@@ -296,8 +297,8 @@ bool Roce::answer_atomic(Qp& qp, const w::Packet& p, Pos psn) {
     nak(qp, psn, Error::local_catastrophic, "an atomic's target memory is gone");
     return false;
   }
-  s.reads.push_back(ReadRes{psn, 1, true, op.orig});
-  while (s.reads.size() > std::max<std::uint32_t>(qp.ird, 1)) s.reads.pop_front();
+  s.answered_reads.push_back(AnsweredRead{psn, 1, true, op.orig});
+  while (s.answered_reads.size() > std::max<std::uint32_t>(qp.ird, 1)) s.answered_reads.pop_front();
   s.msn++;
   send_atomic_ack(qp, psn, op.orig);
   return true;

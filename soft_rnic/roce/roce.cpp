@@ -86,10 +86,10 @@ void Roce::forget(Qp& qp) {
 void Roce::flush(Qp& qp) {
   RoceQp& s = st(qp);
   s.reqs.clear();
-  s.reads.clear();
+  s.answered_reads.clear();
   s.in_send = s.in_write = false;
   s.ack_pending = false;
-  s.jobs.clear();
+  s.read_jobs.clear();
   s.tx_psn = s.una_psn = s.ack_through = s.next_psn;
   leave_budget(qp);
 }
@@ -350,7 +350,7 @@ void Roce::rearm(Qp& qp) {
   if (s.cm == CmState::req_sent || s.cm == CmState::rep_sent || s.cm == CmState::dreq_sent || s.cm == CmState::drain)
     timers_.arm(qp.qpn, std::min(s.cm_next, s.cm_deadline));
   if (!s.has_path) return;
-  if (!s.jobs.empty()) timers_.arm(qp.qpn, Clock::now());  // Read responses still to send
+  if (!s.read_jobs.empty()) timers_.arm(qp.qpn, Clock::now());  // Read responses still to send
   if (!s.reqs.empty())
     timers_.arm(qp.qpn, s.rnr_wait ? s.rnr_until : s.progress_at + rto(s));
   else if (keepalive_on(qp))

@@ -63,7 +63,7 @@ struct ReqWqe {
 };
 
 // A Read the responder answered, kept for duplicates (up to the IRD of them).
-struct ReadRes {
+struct AnsweredRead {
   Pos first_psn = 0;
   std::uint32_t npkts = 0;
   bool atomic = false;     // an atomic: its duplicate gets the same answer again
@@ -71,7 +71,7 @@ struct ReadRes {
 };
 
 // A Read response still going out (a long one goes a burst per round).
-struct ReadJob {
+struct ReadResponseJob {
   Pos psn = 0;  // the next response packet's
   std::uint32_t rkey = 0;
   std::uint64_t off = 0;  // into src
@@ -120,20 +120,20 @@ struct RoceQp final : TransportQp {
   bool rnr_wait = false;
 
   // Responder.
-  Pos exp_psn = 0;                  // the next PSN expected
-  std::uint32_t msn = 0;            // messages completed (AETH MSN)
-  bool nak_sent = false;            // a PSN sequence error NAK went for the current gap
-  std::uint32_t next_recv_msn = 1;  // the message number core gives the next Send
-  bool in_send = false;             // between a Send's first packet and its last
-  std::uint32_t send_msn = 0;       // ... its message number
-  std::uint64_t send_off = 0;       // ... the offset of its next packet
-  bool in_write = false;            // between an RDMA Write's first packet and its last
-  std::uint32_t write_rkey = 0;     // ... the rkey of its RETH
-  std::uint64_t write_va = 0;       // ... where its next packet goes
-  std::uint64_t write_left = 0;     // ... the bytes still to come
-  std::uint64_t write_total = 0;    // ... its whole length (the RETH's DMA length)
-  std::deque<ReadRes> reads;        // Reads answered, for duplicates
-  std::deque<ReadJob> jobs;         // Read responses still to send
+  Pos exp_psn = 0;                          // the next PSN expected
+  std::uint32_t msn = 0;                    // messages completed (AETH MSN)
+  bool nak_sent = false;                    // a PSN sequence error NAK went for the current gap
+  std::uint32_t next_recv_msn = 1;          // the message number core gives the next Send
+  bool in_send = false;                     // between a Send's first packet and its last
+  std::uint32_t send_msn = 0;               // ... its message number
+  std::uint64_t send_off = 0;               // ... the offset of its next packet
+  bool in_write = false;                    // between an RDMA Write's first packet and its last
+  std::uint32_t write_rkey = 0;             // ... the rkey of its RETH
+  std::uint64_t write_va = 0;               // ... where its next packet goes
+  std::uint64_t write_left = 0;             // ... the bytes still to come
+  std::uint64_t write_total = 0;            // ... its whole length (the RETH's DMA length)
+  std::deque<AnsweredRead> answered_reads;  // Reads (and atomics) answered, for duplicates
+  std::deque<ReadResponseJob> read_jobs;    // Read responses still to send
   bool ack_pending = false;
   bool ack_held = false;    // the pending ACK waits one more round for a packet of ours to go with
   bool ack_listed = false;  // on ack_list_
