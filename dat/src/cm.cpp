@@ -97,10 +97,11 @@ DAT_RETURN psp_create_any(DAT_IA_HANDLE h, DAT_CONN_QUAL* qual, DAT_EVD_HANDLE e
   return err(DAT_CONN_QUAL_UNAVAILABLE);
 }
 
-DAT_RETURN psp_query(DAT_PSP_HANDLE h, DAT_PSP_PARAM_MASK, DAT_PSP_PARAM* p) {
+DAT_RETURN psp_query(DAT_PSP_HANDLE h, DAT_PSP_PARAM_MASK mask, DAT_PSP_PARAM* p) {
   std::lock_guard lk(api_mutex());
   Psp* psp = get<Psp>(h, Kind::psp);
   if (!psp) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PSP);
+  if (mask_outside(mask, DAT_PSP_FIELD_ALL)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   p->ia_handle = consumer_ia_handle(psp->ia);
   p->conn_qual = psp->qual;
@@ -122,10 +123,11 @@ DAT_RETURN psp_free(DAT_PSP_HANDLE h) {
   return DAT_SUCCESS;
 }
 
-DAT_RETURN cr_query(DAT_CR_HANDLE h, DAT_CR_PARAM_MASK, DAT_CR_PARAM* p) {
+DAT_RETURN cr_query(DAT_CR_HANDLE h, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM* p) {
   std::lock_guard lk(api_mutex());
   Cr* cr = get<Cr>(h, Kind::cr);
   if (!cr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+  if (mask_outside(mask, DAT_CR_FIELD_ALL)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   p->remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&cr->remote);
   p->remote_port_qual = cr->qual;
@@ -167,10 +169,11 @@ DAT_RETURN rsp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EP_HANDLE ep_h, D
   return DAT_SUCCESS;
 }
 
-DAT_RETURN rsp_query(DAT_RSP_HANDLE h, DAT_RSP_PARAM_MASK, DAT_RSP_PARAM* p) {
+DAT_RETURN rsp_query(DAT_RSP_HANDLE h, DAT_RSP_PARAM_MASK mask, DAT_RSP_PARAM* p) {
   std::lock_guard lk(api_mutex());
   Rsp* rsp = get<Rsp>(h, Kind::rsp);
   if (!rsp) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RSP);
+  if (mask_outside(mask, DAT_RSP_FIELD_ALL)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   p->ia_handle = consumer_ia_handle(rsp->ia);
   p->conn_qual = rsp->qual;

@@ -366,10 +366,11 @@ DAT_RETURN ep_create_with_srq(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE 
   return create_ep(h, pz, recv_evd, req_evd, conn_evd, srq, attr, out);
 }
 
-DAT_RETURN ep_query(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK, DAT_EP_PARAM* p) {
+DAT_RETURN ep_query(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM* p) {
   std::lock_guard lk(api_mutex());
   Ep* ep = live_ep(h);
   if (!ep) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+  if (mask_outside(mask, DAT_EP_FIELD_ALL)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   std::memset(p, 0, sizeof *p);
   p->ia_handle = consumer_ia_handle(ep->ia);

@@ -213,10 +213,11 @@ DAT_RETURN evd_create(DAT_IA_HANDLE h, DAT_COUNT qlen, DAT_CNO_HANDLE cno_h, DAT
   return DAT_SUCCESS;
 }
 
-DAT_RETURN evd_query(DAT_EVD_HANDLE h, DAT_EVD_PARAM_MASK, DAT_EVD_PARAM* p) {
+DAT_RETURN evd_query(DAT_EVD_HANDLE h, DAT_EVD_PARAM_MASK mask, DAT_EVD_PARAM* p) {
   std::lock_guard lk(api_mutex());
   Evd* evd = get<Evd>(h, Kind::evd);
   if (!evd) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+  if (mask_outside(mask, DAT_EVD_FIELD_ALL)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   std::lock_guard el(evd->mu);
   p->ia_handle = consumer_ia_handle(evd->ia);
@@ -513,10 +514,17 @@ DAT_RETURN cno_modify_agent(DAT_CNO_HANDLE h, DAT_OS_WAIT_PROXY_AGENT agent) {
   return DAT_SUCCESS;
 }
 
-DAT_RETURN cno_query(DAT_CNO_HANDLE h, DAT_CNO_PARAM_MASK, DAT_CNO_PARAM* p) {
+// The CNO's valid mask bits: DAT_CNO_FIELD_ALL is 0x4 in the DAT 2.0 header, beside
+// DAT_CNO_FIELD_IA_HANDLE 0x1, _PROXY_TYPE 0x2 and _PROXY 0x3, so it does not cover the others:
+// every value the header defines is accepted, and their union is the whole of it.
+constexpr std::uint64_t kCnoFieldAll =
+    DAT_CNO_FIELD_IA_HANDLE | DAT_CNO_FIELD_PROXY_TYPE | DAT_CNO_FIELD_PROXY | DAT_CNO_FIELD_ALL;
+
+DAT_RETURN cno_query(DAT_CNO_HANDLE h, DAT_CNO_PARAM_MASK mask, DAT_CNO_PARAM* p) {
   std::lock_guard lk(api_mutex());
   Cno* cno = get<Cno>(h, Kind::cno);
   if (!cno) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+  if (mask_outside(mask, kCnoFieldAll)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   std::memset(p, 0, sizeof *p);
   p->ia_handle = consumer_ia_handle(cno->ia);

@@ -69,6 +69,7 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   ia->addr.sin_port = htons(a.port);
   ia->base_port = cfg.netdev.port;
   ia->transport_mtu = std::to_string(ib_mtu_of(link_mtu(cfg, a.ip)));
+  ia->address = to_string(a);
   if (info::publishing_enabled()) {
     std::string perr;
     ia->publisher = info::Publisher::start(*dev, perr);
@@ -84,6 +85,7 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   ia->provider_attrs = {
       {const_cast<char*>("DAT_IB_RDMA_READ"), const_cast<char*>("TRUE")},
       {const_cast<char*>("DAT_IB_TRANSPORT_MTU"), ia->transport_mtu.data()},
+      {const_cast<char*>("SOFTRNIC_ADDRESS"), ia->address.data()},
       {const_cast<char*>("SOFTRNIC_TRANSPORT"), const_cast<char*>(cfg.wire == Wire::tcp    ? "iwarp-mpa-tcp"
                                                                   : cfg.wire == Wire::roce ? "roce-v2"
                                                                                            : "iwarp-udp")},
@@ -112,7 +114,10 @@ namespace {
 void fill_ia_attr(Ia* ia, DAT_IA_ATTR* a) {
   const Limits& l = ia->dev->limits();
   std::memset(a, 0, sizeof *a);
-  copy_name(a->adapter_name, "softrnic " + std::string(to_string(ia->dev->address())));
+  // dat_ia_query(3DAT): "The name of the IA controlled by the Provider. The same as
+  // ia_name_ptr": the dat.conf name the consumer opened. (Its address is the provider-specific
+  // attribute SOFTRNIC_ADDRESS.)
+  copy_name(a->adapter_name, ia->name);
   copy_name(a->vendor_name, "softrnic");
   a->hardware_version_major = 0;
   a->hardware_version_minor = 1;
@@ -169,7 +174,9 @@ void fill_provider_attr(Ia* ia, DAT_PROVIDER_ATTR* p) {
   p->provider_version_minor = 1;
   p->dapl_version_major = 2;
   p->dapl_version_minor = 0;
-  p->lmr_mem_types_supported = DAT_MEM_TYPE_VIRTUAL;
+  // dat_ia_query(3DAT): "All Providers must support" the three (mem.cpp, lmr_create).
+  p->lmr_mem_types_supported =
+      static_cast<DAT_MEM_TYPE>(DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR | DAT_MEM_TYPE_SHARED_VIRTUAL);
   p->iov_ownership_on_return = DAT_IOV_CONSUMER;
   p->dat_qos_supported = DAT_QOS_BEST_EFFORT;
   p->completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(
@@ -211,6 +218,9 @@ DAT_RETURN ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR_MASK
   std::lock_guard lk(api_mutex());
   Ia* ia = get<Ia>(h, Kind::ia);
   if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+  // dat_ia_query(3DAT): an invalid mask is DAT_INVALID_PARAMETER.
+  if (mask_outside(ia_mask, DAT_IA_FIELD_ALL)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  if (mask_outside(pr_mask, DAT_PROVIDER_FIELD_ALL)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
   // A mask asking for fields with nowhere to put them (NULL with mask 0 is how libdat2 asks
   // for one of the two only).
   if (ia_mask && !a) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);

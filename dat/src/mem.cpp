@@ -1,5 +1,7 @@
 // Protection zones and LMRs.
 
+#include <cstring>
+
 #include "api.hpp"
 
 namespace softrnic::dat {
@@ -21,10 +23,11 @@ DAT_RETURN pz_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE* out) {
   return DAT_SUCCESS;
 }
 
-DAT_RETURN pz_query(DAT_PZ_HANDLE h, DAT_PZ_PARAM_MASK, DAT_PZ_PARAM* p) {
+DAT_RETURN pz_query(DAT_PZ_HANDLE h, DAT_PZ_PARAM_MASK mask, DAT_PZ_PARAM* p) {
   std::lock_guard lk(api_mutex());
   Pz* pz = get<Pz>(h, Kind::pz);
   if (!pz) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+  if (mask_outside(mask, DAT_PZ_FIELD_ALL)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   p->ia_handle = consumer_ia_handle(pz->ia);
   return DAT_SUCCESS;
@@ -44,6 +47,57 @@ DAT_RETURN pz_free(DAT_PZ_HANDLE h) {
   return DAT_SUCCESS;
 }
 
+namespace {
+
+// What a dat_lmr_create of any memory type registers: the consumer's virtual range.
+struct Range {
+  void* va = nullptr;
+  DAT_VLEN length = 0;
+};
+
+// The range a region description names (dat_lmr_create(3DAT), "mem_type"), checked as far as
+// the description goes; the memory itself is proved by the RNIC's registration.
+// DAT_MEM_TYPE_VIRTUAL: the consumer's range. DAT_MEM_TYPE_LMR: the registered range of a live LMR
+// of this IA ("Length parameter is ignored"), registered anew in the PZ and with the privileges
+// given. DAT_MEM_TYPE_SHARED_VIRTUAL: the consumer's mapping of a shared region named by its
+// shared_memory_id; every LMR of the IA with that id names the same region, so a second one of
+// another length is DAT_INVALID_PARAMETER. No shared memory is made here: the consumer maps it
+// (DAT: "using Platform-specific primitives"), the provider registers the mapping.
+DAT_RETURN region_range(Ia* ia, std::uint64_t type, const DAT_REGION_DESCRIPTION& region, DAT_VLEN length, Range& out) {
+  switch (type) {
+    case DAT_MEM_TYPE_VIRTUAL:
+      if (length == 0) return err(DAT_LENGTH_ERROR);
+      if (!region.for_va) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+      out = {region.for_va, length};
+      return DAT_SUCCESS;
+    case DAT_MEM_TYPE_LMR: {
+      const Lmr* base = get<Lmr>(region.for_lmr_handle, Kind::lmr);
+      if (!base || base->ia != ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
+      out = {reinterpret_cast<void*>(static_cast<std::uintptr_t>(base->param.registered_address)),
+             base->param.registered_size};
+      return DAT_SUCCESS;
+    }
+    case DAT_MEM_TYPE_SHARED_VIRTUAL: {
+      const DAT_SHARED_MEMORY& sm = region.for_shared_memory;
+      if (length == 0) return err(DAT_LENGTH_ERROR);
+      if (!sm.virtual_address || !sm.shared_memory_id) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+      for (Obj* o : children_of(ia)) {
+        if (o->kind != Kind::lmr) continue;
+        const Lmr* other = static_cast<Lmr*>(o);
+        if (other->param.mem_type == DAT_MEM_TYPE_SHARED_VIRTUAL &&
+            std::memcmp(other->shared_id, *sm.shared_memory_id, sizeof other->shared_id) == 0 &&
+            other->param.length != length)
+          return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+      }
+      out = {sm.virtual_address, length};
+      return DAT_SUCCESS;
+    }
+    default: return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+  }
+}
+
+}  // namespace
+
 DAT_RETURN lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION region, DAT_VLEN length,
                       DAT_PZ_HANDLE pz_h, DAT_MEM_PRIV_FLAGS priv, DAT_VA_TYPE va_type, DAT_LMR_HANDLE* out,
                       DAT_LMR_CONTEXT* lmr_context, DAT_RMR_CONTEXT* rmr_context, DAT_VLEN* reg_len,
@@ -53,11 +107,10 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION
   if (!ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
   Pz* pz = get<Pz>(pz_h, Kind::pz);
   if (!pz || pz->ia != ia) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
-  if (type != DAT_MEM_TYPE_VIRTUAL) return err(DAT_NOT_IMPLEMENTED);  // docs/dat-coverage.md
   if (va_type != DAT_VA_TYPE_VA) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
   if (!out) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
-  if (length == 0) return err(DAT_LENGTH_ERROR);
-  if (!region.for_va) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  Range range;
+  if (const DAT_RETURN r = region_range(ia, mask_bits(type), region, length, range); r != DAT_SUCCESS) return r;
   if (static_cast<int>(priv) & ~(static_cast<int>(DAT_MEM_PRIV_ALL_FLAG) | kRemoteAtomic))
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
   Access acc = Access::local_read;
@@ -66,7 +119,7 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION
   if (priv & DAT_MEM_PRIV_REMOTE_READ_FLAG) acc = acc | Access::remote_read;
   if (priv & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) acc = acc | Access::remote_write;
   Mr* mr = nullptr;
-  const Status s = ia->dev->reg_mr(pz->pd, region.for_va, length, acc, mr);
+  const Status s = ia->dev->reg_mr(pz->pd, range.va, range.length, acc, mr);
   // A length beyond ia_query's max_lmr_block_size is DAT_LENGTH_ERROR. A protection violation:
   // the range is mapped, but not with the access the privileges need (PROT_NONE, or read-only
   // memory registered for writing), the spec's DAT_PROTECTION_VIOLATION.
@@ -84,7 +137,12 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION
   p.ia_handle = consumer_ia_handle(ia);
   p.mem_type = type;
   p.region_desc = region;
-  p.length = length;
+  p.length = type == DAT_MEM_TYPE_LMR ? range.length : length;
+  if (type == DAT_MEM_TYPE_SHARED_VIRTUAL) {
+    // The id is the consumer's memory: keep a copy, and report that (as OFA dapl does).
+    std::memcpy(lmr->shared_id, *region.for_shared_memory.shared_memory_id, sizeof lmr->shared_id);
+    p.region_desc.for_shared_memory.shared_memory_id = &lmr->shared_id;
+  }
   p.pz_handle = pz;
   p.mem_priv = priv;
   p.va_type = va_type;
@@ -100,10 +158,11 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION
   return DAT_SUCCESS;
 }
 
-DAT_RETURN lmr_query(DAT_LMR_HANDLE h, DAT_LMR_PARAM_MASK, DAT_LMR_PARAM* p) {
+DAT_RETURN lmr_query(DAT_LMR_HANDLE h, DAT_LMR_PARAM_MASK mask, DAT_LMR_PARAM* p) {
   std::lock_guard lk(api_mutex());
   Lmr* lmr = get<Lmr>(h, Kind::lmr);
   if (!lmr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
+  if (mask_outside(mask, DAT_LMR_FIELD_ALL)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   *p = lmr->param;
   return DAT_SUCCESS;
@@ -150,10 +209,11 @@ DAT_RETURN rmr_create(DAT_PZ_HANDLE pz_h, DAT_RMR_HANDLE* out) {
   return DAT_SUCCESS;
 }
 
-DAT_RETURN rmr_query(DAT_RMR_HANDLE h, DAT_RMR_PARAM_MASK, DAT_RMR_PARAM* p) {
+DAT_RETURN rmr_query(DAT_RMR_HANDLE h, DAT_RMR_PARAM_MASK mask, DAT_RMR_PARAM* p) {
   std::lock_guard lk(api_mutex());
   Rmr* rmr = get<Rmr>(h, Kind::rmr);
   if (!rmr) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RMR);
+  if (mask_outside(mask, DAT_RMR_FIELD_ALL)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   *p = rmr->param;
   return DAT_SUCCESS;

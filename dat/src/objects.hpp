@@ -23,11 +23,13 @@
 #include <boost/container/small_vector.hpp>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -56,6 +58,27 @@ constexpr DAT_RETURN err(DAT_RETURN type, DAT_RETURN subtype = 0) {
   return DAT_CLASS_ERROR | type | subtype;
 }
 DAT_RETURN not_implemented();
+
+// A query's parameter mask as its bits. A consumer in C may pass any value in an enum-typed mask;
+// in C++ a load of an enum holding a value outside its range is undefined, so the bits are read
+// through memcpy, never as the enum.
+template <typename M>
+std::uint64_t mask_bits(const M& m) {
+  if constexpr (std::is_enum_v<M>) {
+    std::underlying_type_t<M> raw;
+    static_assert(sizeof raw == sizeof m);
+    std::memcpy(&raw, &m, sizeof raw);
+    return static_cast<std::uint64_t>(raw);
+  } else {
+    return static_cast<std::uint64_t>(m);
+  }
+}
+// dat_*_query(3DAT): a mask with bits outside the object's *_FIELD_ALL is DAT_INVALID_PARAMETER,
+// its subtype naming the mask's argument.
+template <typename M>
+bool mask_outside(const M& m, std::uint64_t all) {
+  return (mask_bits(m) & ~all) != 0;
+}
 std::shared_mutex& api_mutex();
 
 // What a failed soft_rnic call was about, for the DAT subtype: the resource that ran out
@@ -118,6 +141,7 @@ struct Ia : Obj {
   // holds: 1024 on a 1500-byte Ethernet link), so consumers that size buffers by it (dtestsrq)
   // agree with a Linux peer on the same link.
   std::string transport_mtu;
+  std::string address;  // SOFTRNIC_ADDRESS: the IA's ip:port, as its log lines name it
   std::vector<DAT_NAMED_ATTR> provider_attrs;
   // Signaled RMR binds in flight: the bind completion's wr_id -> the RMR and the cookie.
   std::mutex bind_mu;
@@ -138,6 +162,7 @@ struct Lmr : Obj {
   Pz* pz = nullptr;
   Mr* mr = nullptr;
   DAT_LMR_PARAM param{};
+  char shared_id[DAT_LMR_COOKIE_SIZE] = {};  // DAT_MEM_TYPE_SHARED_VIRTUAL: the region's id
 };
 
 struct Cno : Obj {

@@ -64,10 +64,11 @@ DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DA
                 {.resource = DAT_RESOURCE_SRQ});
 }
 
-DAT_RETURN srq_query(DAT_SRQ_HANDLE h, DAT_SRQ_PARAM_MASK, DAT_SRQ_PARAM* p) {
+DAT_RETURN srq_query(DAT_SRQ_HANDLE h, DAT_SRQ_PARAM_MASK mask, DAT_SRQ_PARAM* p) {
   std::lock_guard lk(api_mutex());
   SrqObj* so = get<SrqObj>(h, Kind::srq);
   if (!so) return err(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
+  if (mask_outside(mask, DAT_SRQ_FIELD_ALL)) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (!p) return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
   const SrqCounts c = so->ia->dev->srq_counts(so->srq);  // one snapshot
   p->ia_handle = consumer_ia_handle(so->ia);

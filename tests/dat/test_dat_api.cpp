@@ -20,110 +20,9 @@
 #include <thread>
 #include <vector>
 
-namespace {
+#include "dat_helpers.hpp"
 
-constexpr DAT_TIMEOUT kWait = 5'000'000;  // 5 s
-constexpr DAT_CONN_QUAL kQual = 4242;
-
-DAT_RETURN type_of(DAT_RETURN r) {
-  return DAT_GET_TYPE(r);
-}
-
-struct Ia {
-  DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
-  DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
-  DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
-  explicit Ia(const char* name = "softrnic_loopback") {
-    EXPECT_EQ(dat_ia_open(const_cast<char*>(name), 8, &async, &ia), DAT_SUCCESS);
-    EXPECT_NE(async, DAT_HANDLE_NULL) << "the provider creates the async EVD";
-    EXPECT_EQ(dat_pz_create(ia, &pz), DAT_SUCCESS);
-  }
-  ~Ia() {
-    if (ia) {
-      EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
-    }
-  }
-};
-
-struct End {
-  DAT_EVD_HANDLE req = DAT_HANDLE_NULL, rcv = DAT_HANDLE_NULL, conn = DAT_HANDLE_NULL;
-  DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
-  std::vector<char> buf = std::vector<char>(1 << 16);
-  DAT_LMR_HANDLE lmr = DAT_HANDLE_NULL;
-  DAT_LMR_CONTEXT lctx = 0;
-  DAT_RMR_CONTEXT rctx = 0;
-
-  void make(Ia& ia, const DAT_EP_ATTR* attr = nullptr) {
-    ASSERT_EQ(dat_evd_create(ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &req), DAT_SUCCESS);
-    ASSERT_EQ(dat_evd_create(ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &rcv), DAT_SUCCESS);
-    ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn), DAT_SUCCESS);
-    ASSERT_EQ(dat_ep_create(ia.ia, ia.pz, rcv, req, conn, attr, &ep), DAT_SUCCESS);
-    DAT_REGION_DESCRIPTION r;
-    r.for_va = buf.data();
-    DAT_VLEN len;
-    DAT_VADDR addr;
-    ASSERT_EQ(dat_lmr_create(ia.ia, DAT_MEM_TYPE_VIRTUAL, r, buf.size(), ia.pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
-                             &lmr, &lctx, &rctx, &len, &addr),
-              DAT_SUCCESS);
-    EXPECT_EQ(len, buf.size());
-    EXPECT_EQ(addr, reinterpret_cast<DAT_VADDR>(buf.data()));
-  }
-  DAT_LMR_TRIPLET iov(std::size_t off, DAT_SEG_LENGTH len) {
-    DAT_LMR_TRIPLET t;
-    t.lmr_context = lctx;
-    t.virtual_address = reinterpret_cast<DAT_VADDR>(buf.data() + off);
-    t.segment_length = len;
-    return t;
-  }
-};
-
-DAT_EVENT wait_event(DAT_EVD_HANDLE evd) {
-  DAT_EVENT ev;
-  std::memset(&ev, 0, sizeof ev);
-  DAT_COUNT nmore = 0;
-  EXPECT_EQ(dat_evd_wait(evd, kWait, 1, &ev, &nmore), DAT_SUCCESS);
-  return ev;
-}
-
-sockaddr_in ia_address(DAT_IA_HANDLE ia) {
-  DAT_IA_ATTR a;
-  EXPECT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &a, 0, nullptr), DAT_SUCCESS);
-  sockaddr_in s;
-  std::memcpy(&s, a.ia_address_ptr, sizeof s);
-  return s;
-}
-
-// Connects a (active) to b (passive) inside one IA, with `pd` private data each way.
-void connect(Ia& ia, End& a, End& b, DAT_PSP_HANDLE& psp, DAT_EVD_HANDLE& cr_evd) {
-  ASSERT_EQ(dat_evd_create(ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), DAT_SUCCESS);
-  ASSERT_EQ(dat_psp_create(ia.ia, kQual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS);
-  sockaddr_in to = ia_address(ia.ia);
-  std::vector<unsigned char> pd(64);
-  std::iota(pd.begin(), pd.end(), 1);
-  ASSERT_EQ(dat_ep_connect(a.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&to), kQual, kWait, 64, pd.data(),
-                           DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-            DAT_SUCCESS);
-  const DAT_EVENT cr = wait_event(cr_evd);
-  ASSERT_EQ(cr.event_number, DAT_CONNECTION_REQUEST_EVENT);
-  EXPECT_EQ(cr.event_data.cr_arrival_event_data.conn_qual, kQual);
-  EXPECT_EQ(cr.event_data.cr_arrival_event_data.sp_handle.psp_handle, psp);
-  DAT_CR_PARAM p;
-  ASSERT_EQ(dat_cr_query(cr.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &p), DAT_SUCCESS);
-  ASSERT_EQ(p.private_data_size, 64);
-  EXPECT_EQ(0, std::memcmp(p.private_data, pd.data(), 64));
-  auto* mine = static_cast<unsigned char*>(p.private_data);
-  for (int i = 0; i < 64; ++i) mine[i]++;  // consumers may edit the CR's private data in place
-  ASSERT_EQ(dat_cr_accept(cr.event_data.cr_arrival_event_data.cr_handle, b.ep, 64, p.private_data), DAT_SUCCESS);
-  const DAT_EVENT ea = wait_event(a.conn);
-  ASSERT_EQ(ea.event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
-  ASSERT_EQ(ea.event_data.connect_event_data.private_data_size, 64);
-  const auto* got = static_cast<const unsigned char*>(ea.event_data.connect_event_data.private_data);
-  for (int i = 0; i < 64; ++i) EXPECT_EQ(got[i], i + 2);
-  const DAT_EVENT eb = wait_event(b.conn);
-  ASSERT_EQ(eb.event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
-}
-
-}  // namespace
+using namespace dattest;
 
 TEST(DatApi, UnknownProviderIsNotFound) {
   DAT_IA_HANDLE ia;
@@ -1298,7 +1197,8 @@ TEST(DatIaQuery, EveryLimitIsWhatTheProviderEnforces) {
   // Provider attributes.
   EXPECT_EQ(p.max_private_data_size, 256) << "what dat_ep_connect takes (the BadInput test refuses 257)";
   EXPECT_EQ(256 % p.optimal_buffer_alignment, 0u);
-  EXPECT_EQ(p.lmr_mem_types_supported, DAT_MEM_TYPE_VIRTUAL);
+  EXPECT_EQ(p.lmr_mem_types_supported, DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR | DAT_MEM_TYPE_SHARED_VIRTUAL)
+      << "the three every provider must support (dat_ia_query(3DAT))";
   EXPECT_EQ(p.dat_qos_supported, DAT_QOS_BEST_EFFORT);
   for (DAT_COMPLETION_FLAGS f : {DAT_COMPLETION_SUPPRESS_FLAG, DAT_COMPLETION_SOLICITED_WAIT_FLAG,
                                  DAT_COMPLETION_UNSIGNALLED_FLAG, DAT_COMPLETION_BARRIER_FENCE_FLAG})
@@ -1414,49 +1314,4 @@ TEST(DatApi, LmrCreateProvesTheMemoryIsThere) {
             DAT_SUCCESS);
   munmap(none, len);
   munmap(ro, len);
-}
-
-// dat_srq_post_recv(3DAT), RETURN VALUES: "DAT_INVALID_PARAMETER ... one of the IOV segments
-// pointed to a memory outside its LMR"; "DAT_PROTECTION_VIOLATION ... Protection Zone mismatch
-// between an LMR of one of the local_iov segments and the SRQ"; "DAT_PRIVILEGES_VIOLATION ... One
-// of the LMRs used in local_iov was either invalid or did not have the local write privileges".
-TEST(DatApi, SrqPostRecvClassesItsBadSegmentsAsThePageDoes) {
-  Ia ia;
-  DAT_SRQ_ATTR sa{8, 1, 0};
-  DAT_SRQ_HANDLE srq = DAT_HANDLE_NULL;
-  ASSERT_EQ(dat_srq_create(ia.ia, ia.pz, &sa, &srq), DAT_SUCCESS);
-  std::vector<char> buf(4096);
-  auto lmr = [&](DAT_PZ_HANDLE pz, DAT_MEM_PRIV_FLAGS priv) {
-    DAT_REGION_DESCRIPTION r;
-    r.for_va = buf.data();
-    DAT_LMR_HANDLE h = DAT_HANDLE_NULL;
-    DAT_LMR_CONTEXT lctx = 0;
-    DAT_RMR_CONTEXT rctx = 0;
-    DAT_VLEN len = 0;
-    DAT_VADDR addr = 0;
-    EXPECT_EQ(dat_lmr_create(ia.ia, DAT_MEM_TYPE_VIRTUAL, r, buf.size(), pz, priv, DAT_VA_TYPE_VA, &h, &lctx, &rctx,
-                             &len, &addr),
-              DAT_SUCCESS);
-    DAT_LMR_TRIPLET out{};
-    out.virtual_address = reinterpret_cast<DAT_VADDR>(buf.data());
-    out.segment_length = 64;
-    out.lmr_context = lctx;
-    return out;
-  };
-  DAT_DTO_COOKIE c;
-  c.as_64 = 1;
-  DAT_LMR_TRIPLET good = lmr(ia.pz, DAT_MEM_PRIV_LOCAL_WRITE_FLAG);
-  DAT_LMR_TRIPLET t = good;
-  t.segment_length = static_cast<DAT_SEG_LENGTH>(buf.size() + 1);
-  EXPECT_EQ(type_of(dat_srq_post_recv(srq, 1, &t, c)), DAT_INVALID_PARAMETER) << "outside its LMR";
-  DAT_PZ_HANDLE other = DAT_HANDLE_NULL;
-  ASSERT_EQ(dat_pz_create(ia.ia, &other), DAT_SUCCESS);
-  t = lmr(other, DAT_MEM_PRIV_LOCAL_WRITE_FLAG);
-  EXPECT_EQ(type_of(dat_srq_post_recv(srq, 1, &t, c)), DAT_PROTECTION_VIOLATION) << "another PZ";
-  t = good;
-  t.lmr_context ^= 0x1;
-  EXPECT_EQ(type_of(dat_srq_post_recv(srq, 1, &t, c)), DAT_PRIVILEGES_VIOLATION) << "an invalid LMR";
-  t = lmr(ia.pz, DAT_MEM_PRIV_LOCAL_READ_FLAG);
-  EXPECT_EQ(type_of(dat_srq_post_recv(srq, 1, &t, c)), DAT_PRIVILEGES_VIOLATION) << "no local write";
-  EXPECT_EQ(dat_srq_post_recv(srq, 1, &good, c), DAT_SUCCESS);
 }

@@ -75,7 +75,9 @@ struct Node {
     const auto* sa = reinterpret_cast<const sockaddr_in*>(a.ia_address_ptr);
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof ip);
-    say("opened IA %s at %s:%u (%s)", ia_name, ip, ntohs(sa->sin_port), a.adapter_name);
+    // adapter_name is the IA's name (dat_ia_query(3DAT)): name the wire instead.
+    say("opened IA %s at %s:%u (%s)", ia_name, ip, ntohs(sa->sin_port),
+        a.num_transport_attr > 0 ? a.transport_attr[0].value : a.adapter_name);
     check(dat_pz_create(ia, &pz), "dat_pz_create");
     check(dat_evd_create(ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &req), "dat_evd_create(request)");
     check(dat_evd_create(ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &rcv), "dat_evd_create(receive)");
