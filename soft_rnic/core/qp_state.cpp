@@ -106,6 +106,19 @@ std::optional<QpStep> qp_next(QpState state, CmPhase cm, QpEvent e) {
   return std::nullopt;
 }
 
+DisconnectAction disconnect_action(QpState state, CmPhase cm, bool graceful) {
+  switch (cm) {
+    case CmPhase::connecting: return DisconnectAction::cancel_connect;
+    case CmPhase::accepting:
+    case CmPhase::connected: break;
+    case CmPhase::disconnecting:
+      if (graceful) return DisconnectAction::nothing;
+      break;
+    default: return DisconnectAction::refuse;
+  }
+  return graceful && state == QpState::rts ? DisconnectAction::close_gracefully : DisconnectAction::close_now;
+}
+
 bool qp_event(Qp& qp, QpEvent e) {
   const std::optional<QpStep> next = qp_next(qp.state, qp.cm, e);
   if (!next) return false;

@@ -46,6 +46,12 @@ std::optional<QpStep> qp_next(QpState state, CmPhase cm, QpEvent e);
 // event does not apply in its state.
 bool qp_event(Qp& qp, QpEvent e);
 
+// What a consumer's disconnect does in the QP's state (the iWARP wires; RoCEv2's IB CM orders its
+// own): cancel a connect under way, nothing (a graceful close is already under way), close at
+// once (abrupt, or the QP is not in RTS), begin a graceful close, or refuse (no connection).
+enum class DisconnectAction : std::uint8_t { cancel_connect, nothing, close_now, close_gracefully, refuse };
+DisconnectAction disconnect_action(QpState state, CmPhase cm, bool graceful);
+
 // The states in which a QP takes packets from its peer, and the one in which it sends.
 inline bool qp_receives(QpState s) {
   return s == QpState::rtr || s == QpState::rts || s == QpState::closing;

@@ -156,6 +156,8 @@ class Mpa final : public iwarp::Transport, public engine::Pollable {
   void read_request(Request& r);
   void read_reply(Qp& qp);
   void established(Qp& qp, std::span<const std::uint8_t> after);
+  // The consumer's graceful disconnect: what is posted goes first, then TCP's close.
+  Status begin_graceful_close(Qp& qp);
   void graceful_close(Qp& qp);
   void end_stream(Qp& qp, bool abort);
   void drop_request(Request* r);
@@ -166,7 +168,8 @@ class Mpa final : public iwarp::Transport, public engine::Pollable {
 
   // mpa_stream.cpp
   void pump(Qp& qp);
-  bool build_image(Qp& qp, TxFpdu& f);
+  // The FPDU's bytes; nullptr, or why it cannot be built (what the Terminate then says).
+  const char* build_image(Qp& qp, TxFpdu& f);
   bool read_stream(Qp& qp);  // true when bytes (or the end) were read
   void take(Qp& qp, std::span<const std::uint8_t> bytes);
   void on_closed(Qp& qp, int error);

@@ -432,28 +432,27 @@ void Mpa::graceful_close(Qp& qp) {
 }
 
 Status Mpa::disconnect(Qp& qp, bool graceful) {
-  Conn& c = conn(qp);
-  switch (qp.cm) {
-    case CmPhase::connecting:
+  switch (disconnect_action(qp.state, qp.cm, graceful)) {
+    case DisconnectAction::cancel_connect:
       end_stream(qp, true);
       close_qp(qp, CmEventType::disconnected, "connect cancelled");
       return Status::ok;
-    case CmPhase::accepting:
-    case CmPhase::connected: break;
-    case CmPhase::disconnecting:
-      if (graceful) return Status::ok;
-      break;
-    default: return Status::invalid_state;
+    case DisconnectAction::nothing: return Status::ok;
+    case DisconnectAction::refuse: return Status::invalid_state;
+    case DisconnectAction::close_now: break;
+    case DisconnectAction::close_gracefully: return begin_graceful_close(qp);
   }
-  if (!graceful || qp.state != QpState::rts) {
-    // An abrupt disconnect flushes at once, and TCP still closes with a FIN, as siw and OFA
-    // dapl's cma provider do for both close flags (rdma_disconnect: the QP to CLOSING, the socket
-    // released without linger): an RST would make the peer's kernel drop what it has received
-    // but not yet read (the last Send of an exchange). An RST stays for protocol errors.
-    end_stream(qp, false);
-    close_qp(qp, CmEventType::disconnected, "");
-    return Status::ok;
-  }
+  // An abrupt disconnect flushes at once, and TCP still closes with a FIN, as siw and OFA
+  // dapl's cma provider do for both close flags (rdma_disconnect: the QP to CLOSING, the socket
+  // released without linger): an RST would make the peer's kernel drop what it has received
+  // but not yet read (the last Send of an exchange). An RST stays for protocol errors.
+  end_stream(qp, false);
+  close_qp(qp, CmEventType::disconnected, "");
+  return Status::ok;
+}
+
+Status Mpa::begin_graceful_close(Qp& qp) {
+  Conn& c = conn(qp);
   qp_event(qp, QpEvent::disconnect);
   c.cm_deadline = Clock::now() + std::chrono::seconds(2);
   rearm(qp);

@@ -47,8 +47,10 @@ std::size_t Mpa::max_payload(const Qp& qp, std::size_t hdr_len) const {
 
 // The FPDU's bytes: length, headers, payload gathered from registered memory (checked again:
 // the consumer may have freed a region a posted request names), pad and CRC; markers inserted
-// when the peer asked for them. False when a region is gone or faults.
-bool Mpa::build_image(Qp& qp, TxFpdu& f) {
+// when the peer asked for them.
+constexpr const char* kRegionFreed = "a posted work request names memory whose region was freed";
+
+const char* Mpa::build_image(Qp& qp, TxFpdu& f) {
   Conn& c = conn(qp);
   const std::size_t ulpdu = f.head_len + std::size_t{f.len};
   const std::size_t total = w::mpa_fpdu_len(ulpdu);
@@ -65,17 +67,17 @@ bool Mpa::build_image(Qp& qp, TxFpdu& f) {
         continue;
       }
       const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(g.length - off, left));
-      if (ctx_.mrs.check(g.lkey, qp.init.pd, g.addr + off, n, Access::none) != MrCheck::ok) return false;
+      if (ctx_.mrs.check(g.lkey, qp.init.pd, g.addr + off, n, Access::none) != MrCheck::ok) return kRegionFreed;
       if (!guarded_copy(img.data() + at, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(g.addr + off)), n)) {
         ctx_.ctr.memory_faults++;
-        return false;
+        return kRegionFreed;
       }
       at += n;
       left -= n;
       off = 0;
     }
   }
-  if (w::frame_mpa_fpdu(img, ulpdu, c.crc) == 0) return false;  // (segmenting keeps it within the MULPDU)
+  if (w::frame_mpa_fpdu(img, ulpdu, c.crc) == 0) return "an FPDU beyond the MULPDU (segmentation keeps it within)";
   if (c.tx_markers) {
     std::vector<std::uint8_t> marked(w::mpa_marked_len(c.tx_stream, img.size()));
     w::mpa_insert_markers(marked, c.tx_stream, img, c.crc);
@@ -83,23 +85,21 @@ bool Mpa::build_image(Qp& qp, TxFpdu& f) {
   }
   c.tx_stream += img.size();
   f.image = std::move(img);
-  return true;
+  return nullptr;
 }
 
 // Writes what the socket takes, in batches; completes what it took.
 void Mpa::pump(Qp& qp) {
   Conn& c = conn(qp);
   if (!c.sid || c.phase != Phase::established || c.wait_first) return;
-  bool local_error = false, progressed = false;
+  const char* local_error = nullptr;
+  bool progressed = false;
   while (!c.txq.empty()) {
     std::array<std::span<const std::uint8_t>, kWriteBatch> pieces;
     std::size_t np = 0, offered = 0;
     for (TxFpdu& f : c.txq) {
       if (np == kWriteBatch) break;
-      if (f.image.empty() && !build_image(qp, f)) {
-        local_error = true;
-        break;
-      }
+      if (f.image.empty() && (local_error = build_image(qp, f))) break;
       pieces[np++] = std::span<const std::uint8_t>(f.image).subspan(f.written);
       offered += f.image.size() - f.written;
     }
@@ -132,7 +132,7 @@ void Mpa::pump(Qp& qp) {
   }
   if (progressed) rdmap_.acked(qp);
   if (local_error) {
-    rdmap_.terminate(qp, Error::local_catastrophic, "a posted work request names memory whose region was freed");
+    rdmap_.terminate(qp, Error::local_catastrophic, local_error);
     return;
   }
   if (c.txq.empty() && c.close_when_sent && c.sid) {

@@ -189,20 +189,21 @@ Status Rudp::reject(ConnRequest* base, std::span<const std::uint8_t> pd) {
 }
 
 Status Rudp::disconnect(Qp& qp, bool graceful) {
-  switch (qp.cm) {
-    case CmPhase::connecting: close_qp(qp, CmEventType::disconnected, "connect cancelled"); return Status::ok;
-    case CmPhase::accepting:
-    case CmPhase::connected: break;
-    case CmPhase::disconnecting:
-      if (graceful) return Status::ok;
-      break;
-    default: return Status::invalid_state;
+  switch (disconnect_action(qp.state, qp.cm, graceful)) {
+    case DisconnectAction::cancel_connect:
+      close_qp(qp, CmEventType::disconnected, "connect cancelled");
+      return Status::ok;
+    case DisconnectAction::nothing: return Status::ok;
+    case DisconnectAction::refuse: return Status::invalid_state;
+    case DisconnectAction::close_now: break;
+    case DisconnectAction::close_gracefully: return begin_graceful_close(qp);
   }
-  if (!graceful || qp.state != QpState::rts) {
-    start_linger(qp);
-    close_qp(qp, CmEventType::disconnected, "");
-    return Status::ok;
-  }
+  start_linger(qp);
+  close_qp(qp, CmEventType::disconnected, "");
+  return Status::ok;
+}
+
+Status Rudp::begin_graceful_close(Qp& qp) {
   qp_event(qp, QpEvent::disconnect);
   conn(qp).cm_deadline = Clock::now() + kDisconnectTimeout;
   rearm(qp);

@@ -202,6 +202,8 @@ class Rudp final : public iwarp::Transport, public engine::Pollable {
   void rtt_sample(Conn& c, std::chrono::microseconds sample);
   static void acked_now(Conn& c);
   void send_ack(Qp& qp, std::uint8_t flags = 0, std::uint32_t seq = 0);
+  // The consumer's graceful disconnect: what is posted goes first, then the disconnect frame.
+  Status begin_graceful_close(Qp& qp);
   void send_disconnect(Qp& qp);
   void timers(Clock::time_point now);
   Clock::time_point deadline(const Qp& qp) const;

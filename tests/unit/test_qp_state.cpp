@@ -139,3 +139,16 @@ TEST(QpState, QpEventMovesTheQpAndRefusesWhatDoesNotApply) {
   EXPECT_EQ(qp.state, QpState::error);
   EXPECT_EQ(to_string(QpEvent::terminate_out), "terminate_out");
 }
+
+TEST(QpState, WhatADisconnectDoesInEachPhase) {
+  using A = DisconnectAction;
+  EXPECT_EQ(disconnect_action(QpState::idle, CmPhase::connecting, true), A::cancel_connect);
+  EXPECT_EQ(disconnect_action(QpState::rts, CmPhase::connected, true), A::close_gracefully);
+  EXPECT_EQ(disconnect_action(QpState::rts, CmPhase::accepting, true), A::close_gracefully);
+  EXPECT_EQ(disconnect_action(QpState::rts, CmPhase::connected, false), A::close_now);
+  EXPECT_EQ(disconnect_action(QpState::closing, CmPhase::connected, true), A::close_now) << "not in RTS";
+  EXPECT_EQ(disconnect_action(QpState::rts, CmPhase::disconnecting, true), A::nothing);
+  EXPECT_EQ(disconnect_action(QpState::rts, CmPhase::disconnecting, false), A::close_now);
+  EXPECT_EQ(disconnect_action(QpState::idle, CmPhase::none, true), A::refuse);
+  EXPECT_EQ(disconnect_action(QpState::error, CmPhase::closed, false), A::refuse);
+}
