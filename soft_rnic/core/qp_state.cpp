@@ -84,12 +84,12 @@ constexpr Row kTable[] = {
     {E::reset, kAny, set_of<P>({none, closed}), idle, none},
 };
 
-// "connect: IDLE/none -> IDLE/connecting", the QP's life in a debug log (SOFTRNIC_LOG=debug).
+// "connect: IDLE/none -> IDLE/connecting": the QP's life, move by move (SOFTRNIC_LOG=trace).
 void trace(const Qp& qp, QpEvent e, QpStep to) {
   std::string t(to_string(e));
   t.append(": ").append(to_string(qp.state.load())).append("/").append(to_string(qp.cm.load()));
   t.append(" -> ").append(to_string(to.state)).append("/").append(to_string(to.cm));
-  log::line(log::Level::debug, qp.who, t);
+  log::line(log::Level::trace, qp.who, t);
 }
 
 bool in(std::uint8_t set, auto v) {
@@ -122,7 +122,7 @@ DisconnectAction disconnect_action(QpState state, CmPhase cm, bool graceful) {
 bool qp_event(Qp& qp, QpEvent e) {
   const std::optional<QpStep> next = qp_next(qp.state, qp.cm, e);
   if (!next) return false;
-  if (log::enabled(log::Level::debug)) trace(qp, e, *next);
+  if (log::enabled(log::Level::trace)) trace(qp, e, *next);
   qp.state = next->state;
   qp.cm = next->cm;
   return true;

@@ -61,7 +61,7 @@ TEST(Log, LevelsParse) {
                                                                                {"warning", log::Level::warn},
                                                                                {"info", log::Level::info},
                                                                                {"debug", log::Level::debug},
-                                                                               {"trace", log::Level::debug}}) {
+                                                                               {"trace", log::Level::trace}}) {
     ASSERT_TRUE(log::parse_level(s, l)) << s;
     EXPECT_EQ(l, want) << s;
   }
@@ -95,5 +95,5 @@ TEST(Log, TheEnvironmentChoosesTheLevel) {
   EXPECT_EQ(level_in_child(nullptr, "1"), "level=debug\n") << "SOFTRNIC_TRACE=1 still means debug";
   EXPECT_EQ(level_in_child(nullptr, "0"), "level=warn\n");
   EXPECT_EQ(level_in_child("loud\x01", nullptr),
-            "softrnic: SOFTRNIC_LOG=loud?: not off, error, warn, info or debug; using warn\nlevel=warn\n");
+            "softrnic: SOFTRNIC_LOG=loud?: not off, error, warn, info, debug or trace; using warn\nlevel=warn\n");
 }

@@ -62,7 +62,8 @@ int init_level(bool first) {
   if (!bad.empty()) {
     std::string printable;
     for (const char c : bad) printable += (c >= 0x20 && c < 0x7F) ? c : '?';
-    emit(Level::warn, "softrnic: SOFTRNIC_LOG=" + printable + ": not off, error, warn, info or debug; using warn\n");
+    emit(Level::warn,
+         "softrnic: SOFTRNIC_LOG=" + printable + ": not off, error, warn, info, debug or trace; using warn\n");
   }
   return g_level.load();
 }
@@ -92,8 +93,10 @@ bool parse_level(std::string_view s, Level& out) noexcept {
     out = Level::warn;
   else if (s == "info")
     out = Level::info;
-  else if (s == "debug" || s == "trace")
+  else if (s == "debug")
     out = Level::debug;
+  else if (s == "trace")
+    out = Level::trace;
   else
     return false;
   return true;
@@ -106,6 +109,7 @@ std::string_view to_string(Level l) noexcept {
     case Level::warn: return "warn";
     case Level::info: return "info";
     case Level::debug: return "debug";
+    case Level::trace: return "trace";
   }
   return "?";
 }

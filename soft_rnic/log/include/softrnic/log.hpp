@@ -1,7 +1,7 @@
 // Diagnostics: one switch with levels, lines prefixed with who speaks, as Linux siw prefixes its
 // messages with the device and QP ("siw0: QP[12]: ...").
 //
-//   SOFTRNIC_LOG=off|error|warn|info|debug   (default warn; read once, at the first line)
+//   SOFTRNIC_LOG=off|error|warn|info|debug|trace   (default warn; read once, at the first line)
 //     error  what fails a call: an IA that cannot open, a configuration refused
 //     warn   what breaks a connection: Terminates sent and received, a peer found dead, a QP
 //            that went to error
@@ -23,14 +23,15 @@
 
 namespace softrnic::log {
 
-enum class Level : int { off = -1, error = 0, warn = 1, info = 2, debug = 3 };
+// trace: debug and the QP state machine's every move (core/qp_state.cpp).
+enum class Level : int { off = -1, error = 0, warn = 1, info = 2, debug = 3, trace = 4 };
 
 // The level in force (SOFTRNIC_LOG, SOFTRNIC_TRACE on first use; set_level after).
 Level level() noexcept;
 void set_level(Level l) noexcept;
 // Reads SOFTRNIC_LOG / SOFTRNIC_TRACE again (what the first line does; for tests).
 void reload_from_env() noexcept;
-// "off", "error", "warn", "info", "debug" (also "warning", "trace" = debug); false otherwise.
+// "off", "error", "warn", "info", "debug", "trace" (also "warning"); false otherwise.
 bool parse_level(std::string_view s, Level& out) noexcept;
 std::string_view to_string(Level l) noexcept;
 inline bool enabled(Level l) noexcept {
