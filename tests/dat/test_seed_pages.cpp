@@ -943,15 +943,24 @@ DAT_RETURN lmr_create(Ia& ia, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION r, DAT_V
 }
 
 // Writes `text` from a into b's memory through `rctx` at `va` with an RDMA Write, and waits for it.
-void write_to(End& a, DAT_RMR_CONTEXT rctx, DAT_VADDR va, const char* text) {
+// An RDMA Write of `text` from a to (rctx, va), then a Send from a that b receives: a Send is
+// delivered only after every message before it is placed (RFC 5040 ordering; IB's likewise), so
+// once b has it the Write has landed, on every wire (over MPA/TCP the Write completes at a as soon
+// as TCP took it) and with a happens-before edge for the reader (the completion queue's).
+void write_to(End& a, End& b, DAT_RMR_CONTEXT rctx, DAT_VADDR va, const char* text) {
   std::strcpy(a.buf.data(), text);
   DAT_LMR_TRIPLET l = a.iov(0, static_cast<DAT_SEG_LENGTH>(std::strlen(text) + 1));
   DAT_RMR_TRIPLET r;
   r.rmr_context = rctx;
   r.virtual_address = va;
   r.segment_length = l.segment_length;
+  constexpr std::size_t kFenceAt = 60000;  // in b's buffer, clear of what the rows write
+  ASSERT_EQ(post_recv(b, kFenceAt, 8, 10), DAT_SUCCESS);
   ASSERT_EQ(dat_ep_post_rdma_write(a.ep, 1, &l, cookie(9), &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  ASSERT_EQ(post_send(a, kFenceAt, 8, 11), DAT_SUCCESS);
   EXPECT_EQ(dto(a.req).status, DAT_DTO_SUCCESS);
+  EXPECT_EQ(dto(a.req).status, DAT_DTO_SUCCESS);
+  EXPECT_EQ(dto(b.rcv).status, DAT_DTO_SUCCESS) << "the Send behind the Write";
 }
 
 // Every provider supports the three memory types: an LMR over another LMR's range, and a shared
@@ -975,9 +984,8 @@ void ia_query_mem_types(const char* name) {
   ASSERT_EQ(dat_lmr_query(over.h, DAT_LMR_FIELD_ALL, &lp), DAT_SUCCESS);
   EXPECT_EQ(lp.mem_type, DAT_MEM_TYPE_LMR);
   EXPECT_EQ(lp.region_desc.for_lmr_handle, p.b.lmr);
-  write_to(p.a, over.rctx, over.addr + 100, "through the LMR over the LMR");
-  // (Over MPA/TCP a Write completes once TCP took it: wait for it to land.)
-  EXPECT_TRUE(eventually([&] { return std::strcmp(p.b.buf.data() + 100, "through the LMR over the LMR") == 0; }));
+  write_to(p.a, p.b, over.rctx, over.addr + 100, "through the LMR over the LMR");
+  EXPECT_STREQ(p.b.buf.data() + 100, "through the LMR over the LMR");
   r.for_lmr_handle = p.ia.pz;
   Lmr bad;
   EXPECT_EQ(type_of(lmr_create(p.ia, DAT_MEM_TYPE_LMR, r, 1, bad)), DAT_INVALID_HANDLE) << "a PZ is no LMR";
@@ -1007,9 +1015,8 @@ void ia_query_mem_types(const char* name) {
   ASSERT_EQ(dat_lmr_query(s2.h, DAT_LMR_FIELD_ALL, &lp), DAT_SUCCESS);
   EXPECT_EQ(lp.mem_type, DAT_MEM_TYPE_SHARED_VIRTUAL);
   EXPECT_STREQ(*lp.region_desc.for_shared_memory.shared_memory_id, "seed-page shared region") << "its own copy";
-  write_to(p.a, s2.rctx, s2.addr + 8, "shared");
-  EXPECT_TRUE(eventually([&] { return std::strcmp(static_cast<char*>(m1) + 8, "shared") == 0; }))
-      << "written through one mapping, seen through the other";
+  write_to(p.a, p.b, s2.rctx, s2.addr + 8, "shared");
+  EXPECT_STREQ(static_cast<char*>(m1) + 8, "shared") << "written through one mapping, seen through the other";
   s.for_shared_memory.shared_memory_id = nullptr;
   EXPECT_EQ(type_of(lmr_create(p.ia, DAT_MEM_TYPE_SHARED_VIRTUAL, s, len, s3)), DAT_INVALID_PARAMETER);
   // The same checks as a virtual registration: unmapped memory is refused.
