@@ -53,12 +53,14 @@ class TxBudget {
     std::erase(waiters_, qpn);
   }
   // `qpn` leaves (its QP was flushed or destroyed): what it had in flight (`charged`, zeroed)
-  // counts no more, and it waits no more.
+  // counts no more, and it waits no more. True when that lets a waiter be served (the caller
+  // wakes whoever serves them).
   template <class N>
-  void leave(std::uint32_t qpn, bool& waiting, N& charged) {
+  bool leave(std::uint32_t qpn, bool& waiting, N& charged) {
     release(static_cast<std::size_t>(charged));
     charged = 0;
     leave(qpn, waiting);
+    return room();
   }
   // Whether a waiter may be served now.
   bool room() const { return !waiters_.empty() && total_ < limit_; }

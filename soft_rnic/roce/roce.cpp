@@ -65,8 +65,7 @@ void Roce::destroy(Qp& qp) {
 
 void Roce::leave_budget(Qp& qp) {
   RoceQp& s = st(qp);
-  budget_.leave(qp.qpn, s.budget_waiting, s.budget_charged);
-  if (budget_.room()) nd_.wake();  // the waiters are served in the engine's next round
+  if (budget_.leave(qp.qpn, s.budget_waiting, s.budget_charged)) nd_.wake();  // served in the next round
 }
 
 // The QP leaves the request it accepted, its timers and the ACKs waiting for this round.

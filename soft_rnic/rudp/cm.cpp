@@ -90,8 +90,7 @@ void Rudp::flush(Qp& qp) {
 
 void Rudp::leave_budget(Qp& qp) {
   Conn& c = conn(qp);
-  budget_.leave(qp.qpn, c.budget_waiting, c.budget_charged);
-  if (budget_.room()) nd_.wake();  // the waiters are served in the engine's next round
+  if (budget_.leave(qp.qpn, c.budget_waiting, c.budget_charged)) nd_.wake();  // served in the next round
 }
 
 void Rudp::closed(Qp& qp) {

@@ -285,7 +285,8 @@ enum class ParseError : std::uint8_t {
 };
 std::string_view to_string(ParseError e);
 
-// Parses a RoCEv2 UDP payload (ICRC included, not checked here: icrc_ok).
+// Parses a RoCEv2 UDP payload (ICRC included, not checked here: icrc_ok). `out` holds the packet on
+// ok, and is unspecified after an error.
 ParseError parse(std::span<const std::uint8_t> udp_payload, Packet& out);
 
 // Writes the BTH and the opcode's extended headers for a packet of `payload_len` payload bytes
