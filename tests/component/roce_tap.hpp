@@ -115,12 +115,14 @@ class RoceTap final : public ForwardingNetdev {
     std::lock_guard lk(mu_);
     return packets_;
   }
-  // Waits up to `t` for the device to send an Acknowledge packet (an ACK or a NAK).
-  std::optional<Sent> wait_ack(std::chrono::milliseconds t = std::chrono::milliseconds(5000)) const {
+  // Waits up to `t` for the device to send an Acknowledge packet (an ACK or a NAK), the first one
+  // or the first naming `psn`.
+  std::optional<Sent> wait_ack(std::optional<std::uint32_t> psn = std::nullopt,
+                               std::chrono::milliseconds t = std::chrono::milliseconds(5000)) const {
     const auto end = std::chrono::steady_clock::now() + t;
     do {
       for (const Sent& s : packets())
-        if (s.p.opcode == wire::roce::Opcode::ack) return s;
+        if (s.p.opcode == wire::roce::Opcode::ack && (!psn || s.p.psn == *psn)) return s;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     } while (std::chrono::steady_clock::now() < end);
     return std::nullopt;
