@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "api.hpp"
-#include "softrnic/dat/ia_params.hpp"
+#include "softrnic/ia_params.hpp"
 #include "softrnic/log.hpp"
 
 namespace softrnic::dat {
@@ -48,7 +48,7 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
   DeviceConfig cfg;
   std::string error;
   cfg.name = name;
-  if (!parse_ia_params(params, cfg, error) || !apply_env(cfg, error)) {
+  if (!params::parse_ia_params(params, cfg, error) || !params::apply_env(cfg, error)) {
     log::line(log::Level::error, name, "dat_ia_open: " + error);
     return err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The man pages (docs/man/*.md, one source each; README.md points to softrnic(7)) agree with the
 # code they document:
-#   (a) every ia_params key the parsers accept (key == "..." in dat/src/ia_params.cpp and
+#   (a) every ia_params key the parsers accept (key == "..." in soft_rnic/params/ia_params.cpp and
 #       netdev/src/config.cpp) is a documented key of softrnic.7.md's CONFIGURATION, and every
 #       documented key is one they accept;
 #   (b) every SOFTRNIC_* variable the code reads (getenv or an env_* helper, in dat/ soft_rnic/
@@ -49,7 +49,7 @@ agree() {
 }
 
 # ---- (a) ia_params keys ------------------------------------------------------------------------
-parsers=("$src/dat/src/ia_params.cpp" "$src/netdev/src/config.cpp")
+parsers=("$src/soft_rnic/params/ia_params.cpp" "$src/netdev/src/config.cpp")
 accepted=$(grep -ohE 'key == "[A-Za-z0-9_]+"' "${parsers[@]}" | sed 's/.*"\(.*\)"/\1/' | sort -u)
 documented=$(section "$man/softrnic.7.md" CONFIGURATION | terms | sort -u)
 [[ -n $accepted ]] || fail "(a) no key == \"...\" found in ${parsers[*]}"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "softrnic/dat/ia_params.hpp"
+#include "softrnic/ia_params.hpp"
 #include "softrnic/netdev/netdev.hpp"
 
 using namespace softrnic;
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
     std::printf("netdev_ping: SPEC 'env' but SOFTRNIC_NETDEV is not set\n");
     return 2;
   }
-  if (!dat::parse_netdev_spec(spec, cfg, err)) {
+  if (!params::parse_netdev_spec(spec, cfg, err)) {
     std::printf("netdev_ping: bad spec: %s\n", err.c_str());
     return 2;
   }

@@ -1,6 +1,6 @@
 // Fuzz target: the configuration grammars. The input, as a string, goes to every parser of
-// configuration text: the IA's ia_params (dat::parse_ia_params), SOFTRNIC_NETDEV
-// (dat::parse_netdev_spec), impairment plans with both separators (netdev::parse_impair), one
+// configuration text: the IA's ia_params (params::parse_ia_params), SOFTRNIC_NETDEV
+// (params::parse_netdev_spec), impairment plans with both separators (netdev::parse_impair), one
 // netdev item split at its first '=' (netdev::parse_netdev_item), the dpdk checks on what parsed
 // (netdev::validate_dpdk_config, netdev::dpdk_eal_args), and the small parsers under them (IPv4,
 // numbers, MACs, neighbours). None may crash; each failure names what was wrong (a non-empty
@@ -10,7 +10,7 @@
 
 #include "ethernet.hpp"
 #include "fuzz_check.hpp"
-#include "softrnic/dat/ia_params.hpp"
+#include "softrnic/ia_params.hpp"
 #include "softrnic/netdev/netdev.hpp"
 
 namespace nd = softrnic::netdev;
@@ -100,7 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   softrnic::DeviceConfig cfg;
   std::string e;
-  if (softrnic::dat::parse_ia_params(s, cfg, e)) {
+  if (softrnic::params::parse_ia_params(s, cfg, e)) {
     check_netdev_ranges(cfg.netdev);
     check_impair(cfg.netdev.impair);
     FUZZ_CHECK(cfg.retry_limit >= 1 && cfg.retry_limit <= 1000);
@@ -111,7 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   nd::NetdevConfig n;
   e.clear();
-  if (softrnic::dat::parse_netdev_spec(s, n, e)) {
+  if (softrnic::params::parse_netdev_spec(s, n, e)) {
     check_netdev_ranges(n);
     dpdk_checks(n);  // as if netdev=dpdk had been given
   } else {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "softrnic/dat/ia_params.hpp"
+#include "softrnic/ia_params.hpp"
 #include "softrnic/netdev/netdev.hpp"
 
 using namespace softrnic;
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
   }
   netdev::NetdevConfig cfg;
   std::string e;
-  if (!dat::parse_netdev_spec(argv[2], cfg, e)) {
+  if (!params::parse_netdev_spec(argv[2], cfg, e)) {
     std::fprintf(stderr, "softrnic_netdev_pingpong: %s\n", e.c_str());
     return 2;
   }

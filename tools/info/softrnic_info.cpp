@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "softrnic/dat/ia_params.hpp"
+#include "softrnic/ia_params.hpp"
 #include "softrnic/info.hpp"
 
 using nlohmann::json;
@@ -86,7 +86,7 @@ json conf_ias(const std::string& path, bool& readable) {
     if (ours) {
       DeviceConfig cfg;
       std::string err;
-      if (dat::parse_ia_params(f.size() > 6 ? f[6] : "", cfg, err)) {
+      if (params::parse_ia_params(f.size() > 6 ? f[6] : "", cfg, err)) {
         ia["wire"] = wire_name(cfg.wire);
         ia["netdev"] = cfg.wire == Wire::tcp ? "tcp" : cfg.netdev.kind;
         ia["ip"] = cfg.netdev.ip;

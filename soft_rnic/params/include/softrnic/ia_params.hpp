@@ -1,4 +1,5 @@
-// The IA's configuration: the `ia_params` string of its dat.conf line.
+// A device's configuration: the `ia_params` string of an IA's dat.conf line (dat/), the same
+// grammar the verbs door will read from SOFTRNIC_VERBS.
 //
 // Grammar: whitespace- or comma-separated `key=value` items.
 //   wire=udp|tcp          iWARP over the project's UDP framing (default), or over MPA/TCP
@@ -44,7 +45,7 @@
 
 #include "softrnic/rnic.hpp"
 
-namespace softrnic::dat {
+namespace softrnic::params {
 
 // Parses `params` over the defaults in `cfg`. False with `error` naming the bad item.
 bool parse_ia_params(std::string_view params, DeviceConfig& cfg, std::string& error);
@@ -60,4 +61,4 @@ bool parse_netdev_spec(std::string_view spec, netdev::NetdevConfig& nd, std::str
 // dat_ia_open calls after parse_ia_params. False with `error` naming the bad variable.
 bool apply_env(DeviceConfig& cfg, std::string& error);
 
-}  // namespace softrnic::dat
+}  // namespace softrnic::params

@@ -1,11 +1,11 @@
-#include "softrnic/dat/ia_params.hpp"
+#include "softrnic/ia_params.hpp"
 
 #include <cstdint>
 #include <cstdlib>
 #include <set>
 #include <string>
 
-namespace softrnic::dat {
+namespace softrnic::params {
 namespace {
 
 using netdev::parse_uint;
@@ -261,4 +261,4 @@ bool apply_env_raw(DeviceConfig& cfg, std::string& error) {
 
 }  // namespace
 
-}  // namespace softrnic::dat
+}  // namespace softrnic::params
