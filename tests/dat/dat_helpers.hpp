@@ -135,4 +135,21 @@ inline void connect(Ia& ia, End& a, End& b, DAT_PSP_HANDLE& psp, DAT_EVD_HANDLE&
   ASSERT_EQ(eb.event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
 }
 
+// A software event carrying `p` (dat_evd_post_se).
+inline DAT_EVENT software_event(void* p) {
+  DAT_EVENT se;
+  std::memset(&se, 0, sizeof se);
+  se.event_number = DAT_SOFTWARE_EVENT;
+  se.event_data.software_event_data.pointer = p;
+  return se;
+}
+
+// The SRQ's whole parameter set (dat_srq_query).
+inline DAT_SRQ_PARAM srq_param(DAT_SRQ_HANDLE srq) {
+  DAT_SRQ_PARAM p;
+  std::memset(&p, 0, sizeof p);
+  EXPECT_EQ(dat_srq_query(srq, DAT_SRQ_FIELD_ALL, &p), DAT_SUCCESS);
+  return p;
+}
+
 }  // namespace dattest

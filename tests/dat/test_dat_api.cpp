@@ -269,13 +269,6 @@ DAT_EVENT wait_async(DAT_EVD_HANDLE async) {
   return ev;
 }
 
-DAT_SRQ_PARAM srq_param(DAT_SRQ_HANDLE srq) {
-  DAT_SRQ_PARAM p;
-  std::memset(&p, 0, sizeof p);
-  EXPECT_EQ(dat_srq_query(srq, DAT_SRQ_FIELD_ALL, &p), DAT_SUCCESS);
-  return p;
-}
-
 }  // namespace
 
 TEST(DatApi, ProviderAdvertisesSrqAndQueries) {
@@ -374,18 +367,6 @@ TEST(DatApi, SrqCountsWatermarksAndBrokenEvent) {
   EXPECT_EQ(dat_srq_free(srq), DAT_SUCCESS);
 }
 
-namespace {
-
-DAT_EVENT software_event(void* p) {
-  DAT_EVENT se;
-  std::memset(&se, 0, sizeof se);
-  se.event_number = DAT_SOFTWARE_EVENT;
-  se.event_data.software_event_data.pointer = p;
-  return se;
-}
-
-}  // namespace
-
 TEST(DatEvdWait, ThresholdTimeoutAndNmore) {
   Ia ia;
   DAT_EVD_HANDLE evd;
@@ -410,54 +391,6 @@ TEST(DatEvdWait, ThresholdTimeoutAndNmore) {
   EXPECT_EQ(p.evd_qlen, 8);
   EXPECT_EQ(dat_evd_wait(evd, kWait, 1, &ev, &nmore), DAT_SUCCESS);
   EXPECT_EQ(nmore, 0);
-}
-
-TEST(DatEvdWait, OneWaiterAtATimeAndUnwaitable) {
-  Ia ia;
-  DAT_EVD_HANDLE evd;
-  ASSERT_EQ(dat_evd_create(ia.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_SUCCESS);
-  std::atomic<DAT_RETURN> first{0xFFFFFFFF};
-  std::thread t([&] {
-    DAT_EVENT ev;
-    DAT_COUNT nmore;
-    first = dat_evd_wait(evd, DAT_TIMEOUT_INFINITE, 1, &ev, &nmore);
-  });
-  // Wait until the thread blocks (a dequeue is refused while a waiter owns the EVD).
-  DAT_EVENT ev;
-  DAT_COUNT nmore;
-  DAT_RETURN probe = DAT_SUCCESS;
-  for (int i = 0; i < 5000; ++i) {
-    probe = dat_evd_dequeue(evd, &ev);
-    if (DAT_GET_TYPE(probe) == DAT_INVALID_STATE) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_EQ(type_of(probe), DAT_INVALID_STATE) << "a blocked waiter owns the EVD";
-  EXPECT_EQ(type_of(dat_evd_wait(evd, 1000, 1, &ev, &nmore)), DAT_INVALID_STATE) << "one waiter at a time";
-  ASSERT_EQ(dat_evd_set_unwaitable(evd), DAT_SUCCESS);
-  t.join();
-  EXPECT_EQ(type_of(first.load()), DAT_INVALID_STATE) << "set_unwaitable releases the waiter";
-  EXPECT_EQ(type_of(dat_evd_wait(evd, 1000, 1, &ev, &nmore)), DAT_INVALID_STATE) << "unwaitable";
-  ASSERT_EQ(dat_evd_clear_unwaitable(evd), DAT_SUCCESS);
-  EXPECT_EQ(type_of(dat_evd_wait(evd, 1000, 1, &ev, &nmore)), DAT_TIMEOUT_EXPIRED);
-}
-
-TEST(DatEvdWait, AbortWhenTheEvdGoesAway) {
-  Ia ia;
-  DAT_EVD_HANDLE evd;
-  ASSERT_EQ(dat_evd_create(ia.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_SUCCESS);
-  std::atomic<DAT_RETURN> r{0xFFFFFFFF};
-  std::atomic<bool> started{false};
-  std::thread t([&] {
-    DAT_EVENT ev;
-    DAT_COUNT nmore;
-    started = true;
-    r = dat_evd_wait(evd, DAT_TIMEOUT_INFINITE, 1, &ev, &nmore);
-  });
-  while (!started) std::this_thread::yield();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(dat_evd_free(evd), DAT_SUCCESS);
-  t.join();
-  EXPECT_EQ(type_of(r.load()), DAT_ABORT);
 }
 
 TEST(DatEvdWait, CnoNotTriggeredWhileAWaiterBlocks) {

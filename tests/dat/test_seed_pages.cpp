@@ -99,13 +99,6 @@ DAT_SRQ_HANDLE make_srq(Ia& ia, DAT_COUNT n) {
   return srq;
 }
 
-DAT_SRQ_PARAM srq_param(DAT_SRQ_HANDLE srq) {
-  DAT_SRQ_PARAM p;
-  std::memset(&p, 0, sizeof p);
-  EXPECT_EQ(dat_srq_query(srq, DAT_SRQ_FIELD_ALL, &p), DAT_SUCCESS);
-  return p;
-}
-
 // Waits (bounded: 5 s) until `cond` holds; the checks assert what it found.
 bool eventually(const std::function<bool()>& cond) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -125,14 +118,6 @@ DAT_DTO_COMPLETION_EVENT_DATA dto(DAT_EVD_HANDLE evd) {
 bool queue_empty(DAT_EVD_HANDLE evd) {
   DAT_EVENT ev;
   return DAT_GET_TYPE(dat_evd_dequeue(evd, &ev)) == DAT_QUEUE_EMPTY;
-}
-
-DAT_EVENT software_event(void* p) {
-  DAT_EVENT se;
-  std::memset(&se, 0, sizeof se);
-  se.event_number = DAT_SOFTWARE_EVENT;
-  se.event_data.software_event_data.pointer = p;
-  return se;
 }
 
 // One IA with two connected Ends (a active, b passive), b's EP plain or on an SRQ.
