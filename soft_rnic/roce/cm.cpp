@@ -170,10 +170,10 @@ Status Roce::connect(Qp& qp, NetAddr remote, std::uint64_t conn_qual, std::span<
   receive_from(s, randombytes_random() & w::kPsnMask);
   r.starting_psn = static_cast<std::uint32_t>(s.exp_psn);
   r.local_cm_response_timeout = kCmResponseTimeout;
-  r.retry_count = ctx_.cfg.roce.retry_cnt & 7;
+  r.retry_count = s.retry_cnt & 7;
   r.pkey = w::kDefaultPkey;
   r.path_mtu = w::mtu_code(link_mtu_);
-  r.rnr_retry_count = ctx_.cfg.roce.rnr_retry & 7;
+  r.rnr_retry_count = s.rnr_retry & 7;
   r.max_cm_retries = kMaxCmRetries;
   r.srq = qp.init.srq != nullptr;
   r.primary.local_lid = r.primary.remote_lid = 0xFFFF;
@@ -213,8 +213,8 @@ bool Roce::on_rep(NetAddr from, const cm::MadHdr& h, const cm::Rep& m) {
   s.remote_comm = m.local_comm_id;
   s.peer_qpn = m.local_qpn;
   send_from(s, m.starting_psn);
-  s.retry_left = ctx_.cfg.roce.retry_cnt;
-  s.rnr_left = ctx_.cfg.roce.rnr_retry;
+  s.retry_left = s.retry_cnt;
+  s.rnr_left = s.rnr_retry;
   qp.ord = std::min<std::uint32_t>(qp.ord, m.responder_resources);  // what the peer answers at once
   s.has_path = true;
   s.cm = CmState::established;
@@ -338,8 +338,8 @@ Status Roce::accept(ConnRequest* creq, Qp& qp, std::span<const std::uint8_t> pd)
   send_from(s, r->req.starting_psn);
   receive_from(s, randombytes_random() & w::kPsnMask);
   s.mtu = std::min(link_mtu_, w::mtu_bytes(r->req.path_mtu));
-  s.retry_left = ctx_.cfg.roce.retry_cnt;
-  s.rnr_left = ctx_.cfg.roce.rnr_retry;
+  s.retry_left = s.retry_cnt;
+  s.rnr_left = s.rnr_retry;
   qp.ord = std::min<std::uint32_t>(qp.ord, r->req.responder_resources);
   pick_source_port(qp, r->req.primary.flow_label);
   cm::Rep rep;
@@ -350,7 +350,7 @@ Status Roce::accept(ConnRequest* creq, Qp& qp, std::span<const std::uint8_t> pd)
   rep.responder_resources = static_cast<std::uint8_t>(qp.ird);
   rep.initiator_depth = static_cast<std::uint8_t>(qp.ord);
   rep.target_ack_delay = kTargetAckDelay;
-  rep.rnr_retry_count = ctx_.cfg.roce.rnr_retry & 7;
+  rep.rnr_retry_count = s.rnr_retry & 7;
   rep.srq = qp.init.srq != nullptr;
   rep.local_ca_guid = guid_of(self_.ip);
   put_private(rep.private_data, pd);

@@ -156,7 +156,7 @@ void Roce::on_rnr_nak(Qp& qp, std::uint8_t syndrome, Pos psn) {
     complete_error(qp, WcStatus::rnr_retry_exceeded, "the peer had no receive buffer through every RNR retry");
     return;
   }
-  if (ctx_.cfg.roce.rnr_retry != 7) s.rnr_left--;
+  if (s.rnr_retry != 7) s.rnr_left--;
   s.rnr_wait = true;
   s.rnr_until = Clock::now() + std::chrono::microseconds(w::rnr_timer_us(syndrome & 0x1F));
   s.tx_psn = std::max(psn, s.una_psn);
@@ -214,12 +214,13 @@ void Roce::complete_error(Qp& qp, WcStatus status, std::string reason) {
 }
 
 Clock::duration Roce::rto(const RoceQp& s) const {
-  if (!backoff_) return ack_timeout_;
-  return std::min<Clock::duration>(ack_timeout_ * (1 << std::min(s.timeouts, 16)), kMaxBackoffTimeout);
+  if (!backoff_) return s.ack_timeout;
+  return std::min<Clock::duration>(s.ack_timeout * (1 << std::min(s.timeouts, 16)), kMaxBackoffTimeout);
 }
 
 Clock::duration Roce::retry_time() const {
   RoceQp s;
+  s.ack_timeout = ack_timeout_;
   Clock::duration t{};
   for (s.timeouts = 0; s.timeouts <= ctx_.cfg.roce.retry_cnt; ++s.timeouts) t += rto(s);
   return t;
@@ -227,7 +228,7 @@ Clock::duration Roce::retry_time() const {
 
 void Roce::made_progress(RoceQp& s) {
   s.progress_at = Clock::now();
-  s.retry_left = ctx_.cfg.roce.retry_cnt;
+  s.retry_left = s.retry_cnt;
   s.timeouts = 0;
 }
 

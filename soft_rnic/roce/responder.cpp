@@ -321,7 +321,7 @@ void Roce::rnr_nak(Qp& qp, Pos psn) {
   RoceQp& s = st(qp);
   s.ack_pending = false;
   s.nak_sent = true;
-  send_ack(qp, static_cast<std::uint8_t>(w::kAethRnrNak | (ctx_.cfg.roce.min_rnr_timer & 0x1F)), psn);
+  send_ack(qp, static_cast<std::uint8_t>(w::kAethRnrNak | (s.min_rnr_timer & 0x1F)), psn);
 }
 
 void Roce::send_ack(Qp& qp, std::uint8_t syndrome, Pos psn) {

@@ -18,14 +18,18 @@ constexpr std::size_t kRxBurst = 32;
 constexpr std::uint8_t kDefaultAckTimeout = 14;  // 67 ms, ibv_rc_pingpong's and rxe's usual first timeout
 }  // namespace
 
+// 4.096 us * 2^code (IBTA 9.7.6.1.3), at least 100 us.
+Clock::duration Roce::ack_timeout_of(std::uint8_t code) {
+  const auto t = std::chrono::nanoseconds(4096LL << std::min<int>(code, 31));
+  return std::max<Clock::duration>(std::chrono::ceil<std::chrono::microseconds>(t), std::chrono::microseconds(100));
+}
+
 Roce::Roce(Ctx& ctx, netdev::Netdev& nd) : ctx_(ctx), nd_(nd), self_(nd.local_addr()) {
   const std::uint32_t link = w::path_mtu_for(static_cast<std::uint32_t>(nd_.max_datagram()) + 28);
   link_mtu_ = ctx_.cfg.roce.mtu ? std::min(ctx_.cfg.roce.mtu, link) : link;
   // 4.096 us * 2^timeout (IBTA 9.7.6.1.3), at least the configured RTO floor.
   backoff_ = !ctx_.cfg.roce.timeout;
-  const auto t =
-      std::chrono::nanoseconds(4096LL << std::min<int>(ctx_.cfg.roce.timeout.value_or(kDefaultAckTimeout), 31));
-  ack_timeout_ = std::max(std::chrono::ceil<std::chrono::microseconds>(t), std::chrono::microseconds(100));
+  ack_timeout_ = ack_timeout_of(ctx_.cfg.roce.timeout.value_or(kDefaultAckTimeout));
   max_window_ = std::clamp<std::uint32_t>(ctx_.cfg.window, 4, 128);
   budget_.set_limit(std::max<std::size_t>(max_window_, nd_.rx_buffer_bytes() / 2 / (link_mtu_ + 1024)));
   const std::size_t cap = nd_.max_datagram();
@@ -44,6 +48,10 @@ std::unique_ptr<TransportQp> Roce::make_qp_state() {
   s->init_psn = randombytes_random() & w::kPsnMask;
   s->next_psn = s->tx_psn = s->una_psn = s->ack_through = s->init_psn;
   s->cwnd = max_window_;
+  s->retry_cnt = ctx_.cfg.roce.retry_cnt;
+  s->rnr_retry = ctx_.cfg.roce.rnr_retry;
+  s->min_rnr_timer = ctx_.cfg.roce.min_rnr_timer;
+  s->ack_timeout = ack_timeout_;
   return s;
 }
 
@@ -119,12 +127,29 @@ RoceEndpoint Roce::local(const Qp& qp) const {
 }
 
 Status Roce::connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, std::uint32_t ird) {
+  RoceRtr r;
+  r.remote = remote;
+  r.ird = ird;
+  r.min_rnr_timer = ctx_.cfg.roce.min_rnr_timer;
+  RoceRts t;
+  t.sq_psn = st(qp).init_psn;
+  t.ord = ord;
+  t.timeout = ctx_.cfg.roce.timeout;
+  t.retry_cnt = ctx_.cfg.roce.retry_cnt;
+  t.rnr_retry = ctx_.cfg.roce.rnr_retry;
+  if (ord > ctx_.limits.max_rd) return Status::invalid_param;  // (before RTR: nothing changes)
+  if (const Status e = rtr(qp, r); e != Status::ok) return e;
+  return rts(qp, t);
+}
+
+Status Roce::rtr(Qp& qp, const RoceRtr& a) {
+  const RoceEndpoint& remote = a.remote;
   if (qp.state != QpState::idle || qp.cm != CmPhase::none) return Status::invalid_state;
   if (remote.qpn == 0 || remote.qpn > w::kQpnMask || remote.psn > w::kPsnMask ||
-      !netdev::is_unicast_ipv4(remote.addr.ip))
+      !netdev::is_unicast_ipv4(remote.addr.ip) || a.min_rnr_timer > 31)
     return Status::invalid_param;
   if (remote.mtu && !w::mtu_code(remote.mtu)) return Status::invalid_param;
-  if (ord > ctx_.limits.max_rd || ird > ctx_.limits.max_rd) return Status::invalid_param;
+  if (a.ird > ctx_.limits.max_rd) return Status::invalid_param;
   RoceQp& s = st(qp);
   s.has_path = true;
   s.dst = wire_addr(remote.addr.ip);
@@ -132,16 +157,31 @@ Status Roce::connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, 
   s.peer_qpn = remote.qpn;
   s.mtu = remote.mtu ? std::min(remote.mtu, link_mtu_) : link_mtu_;
   s.exp_psn = remote.psn;
-  s.retry_left = ctx_.cfg.roce.retry_cnt;
-  s.rnr_left = ctx_.cfg.roce.rnr_retry;
+  s.min_rnr_timer = a.min_rnr_timer;
   qp.peer = s.dst;
   qp.local = self_;
   pick_source_port(qp, 0);
-  qp.ord = ord;
-  qp.ird = ird;
-  qp_event(qp, QpEvent::path_set);     // RTR
-  qp_event(qp, QpEvent::established);  // RTS
+  qp.ird = a.ird;
+  qp_event(qp, QpEvent::path_set);  // RTR
   s.heard_at = Clock::now();
+  return Status::ok;
+}
+
+Status Roce::rts(Qp& qp, const RoceRts& a) {
+  if (qp.state != QpState::rtr || qp.cm != CmPhase::none) return Status::invalid_state;
+  if (a.sq_psn > w::kPsnMask || a.ord > ctx_.limits.max_rd || a.retry_cnt > 7 || a.rnr_retry > 7 ||
+      (a.timeout && *a.timeout > 31))
+    return Status::invalid_param;
+  RoceQp& s = st(qp);
+  s.init_psn = a.sq_psn;
+  s.next_psn = s.tx_psn = s.una_psn = s.ack_through = a.sq_psn;
+  s.retry_cnt = a.retry_cnt;
+  s.rnr_retry = a.rnr_retry;
+  s.retry_left = s.retry_cnt;
+  s.rnr_left = s.rnr_retry;
+  if (a.timeout) s.ack_timeout = ack_timeout_of(*a.timeout);
+  qp.ord = a.ord;
+  qp_event(qp, QpEvent::established);  // RTS
   rearm(qp);
   emit(qp, CmEventType::established, "");
   return Status::ok;

@@ -94,6 +94,11 @@ struct RoceQp final : TransportQp {
   std::uint32_t peer_qpn = 0;
   std::uint32_t mtu = 1024;
   std::uint32_t init_psn = 0;  // our first PSN (24 bits)
+  // What a verbs RTS/RTR sets per QP (the device's RoceConfig until then).
+  std::uint8_t retry_cnt = 7;
+  std::uint8_t rnr_retry = 7;
+  std::uint8_t min_rnr_timer = 12;
+  Clock::duration ack_timeout{};  // the first ACK timeout (Roce::rto backs off from it when the device does)
 
   // Requester and completer.
   Pos next_psn = 0;         // the PSN the next work request starts at
@@ -220,7 +225,12 @@ class Roce final : public Transport, public engine::Pollable {
   // The out-of-band connection (Device::roce_local / roce_connect).
   RoceEndpoint local(const Qp& qp) const;
   Status connect_oob(Qp& qp, const RoceEndpoint& remote, std::uint32_t ord, std::uint32_t ird);
+  // The same in the two steps of a verbs consumer (Device::roce_rtr / roce_rts).
+  Status rtr(Qp& qp, const RoceRtr& a);
+  Status rts(Qp& qp, const RoceRts& a);
 
+  static Clock::duration ack_timeout_of(std::uint8_t code);
+  std::uint32_t link_mtu() const { return link_mtu_; }
   // The peer's address on the wire (the device's own port: every RoCEv2 node receives on 4791).
   NetAddr wire_addr(std::uint32_t ip) const { return NetAddr{ip, self_.port}; }
   // The QP's UDP source port, as rxe picks it from the path's flow label (0: from both QPNs),
@@ -352,7 +362,7 @@ class Roce final : public Transport, public engine::Pollable {
   netdev::Netdev& nd_;
   NetAddr self_;
   std::uint32_t link_mtu_ = 1024;
-  std::chrono::microseconds ack_timeout_{67108};  // the first (roce.timeout)
+  Clock::duration ack_timeout_{std::chrono::microseconds(67108)};  // the first (roce.timeout)
   bool backoff_ = true;                           // roce.timeout unset: each timeout in a row doubles it
   std::uint32_t max_window_ = 128;                // PSNs in flight per QP (rxe: RXE_MAX_UNACKED_PSNS)
   engine::TimerQueue timers_;

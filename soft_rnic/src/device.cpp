@@ -412,6 +412,29 @@ Status DeviceImpl::roce_connect(Qp* qp, const RoceEndpoint& remote, std::uint32_
   return roce_->connect_oob(*qp, remote, ord, ird);
 }
 
+std::uint32_t DeviceImpl::path_mtu() const {
+  if (roce_) return roce_->link_mtu();
+  const std::size_t dgram = datagram_netdev_ ? datagram_netdev_->max_datagram() : 1472;
+  return wire::roce::path_mtu_for(static_cast<std::uint32_t>(dgram) + 28);
+}
+
+Status DeviceImpl::roce_rtr(Qp* qp, const RoceRtr& a) {
+  std::lock_guard lk(mu_);
+  if (!roce_) return Status::invalid_state;
+  return roce_->rtr(*qp, a);
+}
+
+Status DeviceImpl::roce_rts(Qp* qp, const RoceRts& a) {
+  std::lock_guard lk(mu_);
+  take_posts(*qp);  // (this QP's posts first: device_lock.hpp)
+  if (!roce_) return Status::invalid_state;
+  return roce_->rts(*qp, a);
+}
+
+std::uint32_t DeviceImpl::qp_num(const Qp* qp) const {
+  return qp->qpn;  // (set at creation, never changed)
+}
+
 Status DeviceImpl::create_srq(const SrqInit& init, Srq*& out) {
   std::lock_guard lk(mu_);
   if (!init.pd || !pd_set_.count(init.pd) || init.max_wr == 0 || init.max_wr > ctx_.limits.max_qp_wr ||

@@ -73,6 +73,10 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   Status disconnect(Qp* qp, bool graceful) override;
   Status roce_local(const Qp* qp, RoceEndpoint& out) const override;
   Status roce_connect(Qp* qp, const RoceEndpoint& remote, std::uint32_t ord, std::uint32_t ird) override;
+  std::uint32_t path_mtu() const override;
+  Status roce_rtr(Qp* qp, const RoceRtr& a) override;
+  Status roce_rts(Qp* qp, const RoceRts& a) override;
+  std::uint32_t qp_num(const Qp* qp) const override;
 
   // ---- Data path ----
   // Posting: a post never waits for the device lock. When the lock is free (the usual case of a

@@ -10,7 +10,7 @@ namespace softrnic {
 Status DeviceImpl::post_recv(Qp* qp, const RecvWr& wr) {
   if (qp->init.srq) return Status::invalid_state;  // its receives come from the SRQ
   const QpState st = qp->state.load();
-  if (st != QpState::idle && st != QpState::rts) return Status::invalid_state;
+  if (st != QpState::idle && st != QpState::rtr && st != QpState::rts) return Status::invalid_state;
   if (wr.sgl.size() > qp->init.max_sge) return Status::invalid_param;
   if (!reserve(qp->rq_used, qp->init.max_recv_wr)) return Status::insufficient_resources;
   RecvWqe r;

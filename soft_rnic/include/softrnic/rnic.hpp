@@ -297,6 +297,21 @@ struct RoceEndpoint {
   std::uint32_t mtu = 0;  // path MTU in bytes (0: ours)
 };
 
+// The same connection in a verbs consumer's two steps (ibv_modify_qp to RTR, then RTS), with the
+// attributes the consumer chose (ibv_qp_attr's).
+struct RoceRtr {
+  RoceEndpoint remote;              // its psn: our rq_psn, the first PSN we expect from it
+  std::uint32_t ird = 0;            // max_dest_rd_atomic: the peer's Reads and atomics we take at once
+  std::uint8_t min_rnr_timer = 12;  // what our RNR NAKs ask the peer to wait (IBTA table 45 code)
+};
+struct RoceRts {
+  std::uint32_t sq_psn = 0;             // our first PSN (24 bits)
+  std::uint32_t ord = 0;                // max_rd_atomic: our Reads and atomics outstanding at once
+  std::optional<std::uint8_t> timeout;  // local ACK timeout code (4.096 us * 2^timeout); unset: the device's
+  std::uint8_t retry_cnt = 7;
+  std::uint8_t rnr_retry = 7;  // 7: without limit
+};
+
 struct MrInfo {
   std::uint32_t stag = 0;
   std::uint64_t addr = 0;
@@ -310,15 +325,15 @@ struct DeviceCounters {
   std::uint64_t rx_bad_frames = 0, rx_unknown_qp = 0;
   std::uint64_t terminates_sent = 0, terminates_received = 0;  // iWARP: the Terminates that broke connections
   std::uint64_t fatal_naks_sent = 0, fatal_naks_received = 0;  // RoCEv2: the NAKs that did (not RNR or PSN sequence)
-  std::uint64_t rx_dropped_requests = 0;  // connection requests beyond the pending limit
-  std::uint64_t rx_bad_acks = 0;          // acknowledgements of data never sent, SACK blocks outside what is in flight
-  std::uint64_t challenge_acks = 0;       // in-window control frames (RESET, DISCONNECT) not at the exact sequence
-  std::uint64_t rx_bad_cookies = 0;       // connection requests with a wrong or stale cookie
-  std::uint64_t rx_stray_cm = 0;          // RoCEv2 CM messages no connection of ours takes (state, peer, IDs)
-  std::uint64_t cookies_sent = 0;         // connection requests answered with a cookie
-  std::uint64_t keepalive_probes = 0;     // probes sent to idle peers
-  std::uint64_t dead_peers = 0;           // connections broken by unanswered keepalive probes
-  std::uint64_t memory_faults = 0;        // registered memory found unmapped or protected at access
+  std::uint64_t rx_dropped_requests = 0;                       // connection requests beyond the pending limit
+  std::uint64_t rx_bad_acks = 0;       // acknowledgements of data never sent, SACK blocks outside what is in flight
+  std::uint64_t challenge_acks = 0;    // in-window control frames (RESET, DISCONNECT) not at the exact sequence
+  std::uint64_t rx_bad_cookies = 0;    // connection requests with a wrong or stale cookie
+  std::uint64_t rx_stray_cm = 0;       // RoCEv2 CM messages no connection of ours takes (state, peer, IDs)
+  std::uint64_t cookies_sent = 0;      // connection requests answered with a cookie
+  std::uint64_t keepalive_probes = 0;  // probes sent to idle peers
+  std::uint64_t dead_peers = 0;        // connections broken by unanswered keepalive probes
+  std::uint64_t memory_faults = 0;     // registered memory found unmapped or protected at access
 };
 
 struct QpCounters {
@@ -393,6 +408,9 @@ class Device {
   // The wire its QPs speak (DeviceConfig::wire).
   virtual Wire wire() const = 0;
   virtual const Limits& limits() const = 0;
+  // The largest path MTU (256..4096) a RoCEv2 packet of this device's link carries: what its
+  // QPs use unless the peer's is smaller (the link's MTU for the iWARP wires too, for reporting).
+  virtual std::uint32_t path_mtu() const = 0;
   virtual DeviceCounters counters() const = 0;
 
   virtual Pd* alloc_pd() = 0;
@@ -452,6 +470,12 @@ class Device {
   // have outstanding at the peer, its max_dest_rd_atomic; ird: what we accept).
   virtual Status roce_local(const Qp* qp, RoceEndpoint& out) const = 0;
   virtual Status roce_connect(Qp* qp, const RoceEndpoint& remote, std::uint32_t ord, std::uint32_t ird) = 0;
+  // roce_connect in a verbs consumer's two steps: RTR (the QP takes the peer's packets and
+  // answers its Reads and Writes; receives may be posted, sends not) and RTS.
+  virtual Status roce_rtr(Qp* qp, const RoceRtr& a) = 0;
+  virtual Status roce_rts(Qp* qp, const RoceRts& a) = 0;
+  // The QP's number (its RoCEv2 QPN; 24 bits).
+  virtual std::uint32_t qp_num(const Qp* qp) const = 0;
 
   // Runs one round of the progress engine in the caller's thread, unless another thread is
   // already running it (for consumers that busy-poll). The caller says it will keep calling for
