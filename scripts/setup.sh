@@ -8,7 +8,9 @@ pkgs=(cmake ninja-build g++ pkg-config libboost-dev libdapl-dev libisal-dev libp
       zlib1g-dev nlohmann-json3-dev)
 if [[ ${1:-} != --demo ]]; then
   pkgs+=(git python3 libgtest-dev dapl2-utils tshark iproute2 libdpdk-dev dpdk ethtool dpkg-dev file go-md2man
-         groff-base)
+         groff-base
+         # the verbs door: rdma-core's headers (its ABI reference), and the programs that judge it
+         libibverbs-dev ibverbs-utils perftest rdmacm-utils qperf)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

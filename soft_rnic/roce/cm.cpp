@@ -29,7 +29,10 @@ constexpr auto kDreqWait = 4000ms;  // a DREQ without a DREP: the connection clo
 // well within a softrnic peer's kDreqWait (with roce.timeout 18 the retry time is 8.6 s).
 constexpr auto kDrainMax = kDreqWait / 2;
 constexpr auto kLingerTime = 5000ms;  // a closed connection answers repeated DREQs this long
-constexpr auto kReqExpiry = 120s;     // a request the consumer never decides on goes then
+// A QP connected without CM, destroyed: how long after the peer's last packet its retransmissions
+// are still waited for (its ACK timeout is 67 ms at first, rdma-core's tools' choice).
+constexpr auto kOobQuiet = 250ms;
+constexpr auto kReqExpiry = 120s;  // a request the consumer never decides on goes then
 constexpr std::size_t kMaxPendingReqs = 1024;
 constexpr std::uint8_t kCmResponseTimeout = 20;  // what we advertise (rdma_cm: CMA_CM_RESPONSE_TIMEOUT)
 constexpr std::uint8_t kMaxCmRetries = 15;       // rdma_cm's CMA_MAX_CM_RETRIES
@@ -102,7 +105,7 @@ void Roce::send_bare(NetAddr to, std::uint16_t sport, const w::Packet& p, std::s
 
 // A request packet for a QP that is gone: if a Linger of it had received it, the ACK again.
 bool Roce::linger_ack(NetAddr from, const w::Packet& p) {
-  for (const Linger& l : lingers_) {
+  for (Linger& l : lingers_) {
     if (l.qpn != p.dest_qpn || l.dst.ip != from.ip || !w::op_info(p.opcode).has(w::Has::request)) continue;
     if (w::psn_diff(p.psn, static_cast<std::uint32_t>(l.exp_psn & w::kPsnMask)) >= 0) return false;
     w::Packet a;
@@ -111,6 +114,7 @@ bool Roce::linger_ack(NetAddr from, const w::Packet& p) {
     a.psn = static_cast<std::uint32_t>((l.exp_psn - 1) & w::kPsnMask);
     a.aeth = w::Aeth{w::kAethAck | w::kAethNoCredit, l.msn};
     send_bare(l.dst, l.sport, a, {});
+    if (l.quiet_until != Clock::time_point{}) l.quiet_until = Clock::now() + kOobQuiet;
     return true;
   }
   return false;
@@ -591,6 +595,7 @@ void Roce::start_linger(Qp& qp, bool dreq) {
            0,
            now,
            now + kLingerTime};
+  if (s.cm == CmState::idle) l.quiet_until = std::max(now, s.heard_at + kOobQuiet);  // (no CM: out of band)
   if (dreq) {
     send_cm(s.dst, make_dreq(s.local_comm, s.remote_comm, s.peer_qpn), s.tid);
     l.next = now + kCmRetry;

@@ -67,6 +67,8 @@ void Roce::destroy(Qp& qp) {
     answer_dreq(qp);  // the peer's DREQ waits for our DREP
   else if (s.has_path && s.cm != CmState::idle)
     start_linger(qp, true);  // a DREQ tells the peer
+  else if (s.has_path)
+    start_linger(qp, false);  // out of band: its requests sent again are still acknowledged
   forget(qp);
   leave_budget(qp);
 }

@@ -180,6 +180,11 @@ struct Linger {
   bool dreq = false;  // we still resend our DREQ
   int tries = 0;
   Clock::time_point next{}, expiry{};
+  // A QP connected without CM (a verbs consumer's RTR/RTS) has no close handshake: the device
+  // stays open until this passes (Device's close waits for lingering()), so that a request
+  // whose ACK was lost, sent again by the peer, is acknowledged rather than left to fail the
+  // peer's QP when this process exits (ibv_rc_pingpong's last message).
+  Clock::time_point quiet_until{};
 };
 
 // "NAK 0x61": an AETH syndrome as the log lines name it, sent or received.
@@ -219,7 +224,9 @@ class Roce final : public Transport, public engine::Pollable {
   void fatal(Qp& qp, Error e, std::string reason, std::optional<Pos> bad) override;
   void close_all() override;
   bool lingering() const override {
-    return std::any_of(lingers_.begin(), lingers_.end(), [](const Linger& l) { return l.dreq; });
+    const auto now = Clock::now();
+    return std::any_of(lingers_.begin(), lingers_.end(),
+                       [&](const Linger& l) { return l.dreq || now < l.quiet_until; });
   }
 
   // The out-of-band connection (Device::roce_local / roce_connect).
@@ -363,8 +370,8 @@ class Roce final : public Transport, public engine::Pollable {
   NetAddr self_;
   std::uint32_t link_mtu_ = 1024;
   Clock::duration ack_timeout_{std::chrono::microseconds(67108)};  // the first (roce.timeout)
-  bool backoff_ = true;                           // roce.timeout unset: each timeout in a row doubles it
-  std::uint32_t max_window_ = 128;                // PSNs in flight per QP (rxe: RXE_MAX_UNACKED_PSNS)
+  bool backoff_ = true;             // roce.timeout unset: each timeout in a row doubles it
+  std::uint32_t max_window_ = 128;  // PSNs in flight per QP (rxe: RXE_MAX_UNACKED_PSNS)
   engine::TimerQueue timers_;
   // PSNs all QPs together have in flight (a Read's counted whole: its response comes into our
   // receive buffer): half the receive buffer, at a path-MTU packet plus the kernel's ~1 KiB

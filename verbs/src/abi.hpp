@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "softrnic/info.hpp"
 #include "softrnic/rnic.hpp"
 
 namespace softrnic::verbs {
@@ -49,6 +50,7 @@ struct VDevice {
   DeviceConfig cfg;
   std::mutex mu;  // the opened device and its users
   std::unique_ptr<Device> opened;
+  std::unique_ptr<info::Publisher> publisher;  // softrnic_info's window into it
   int users = 0;
 };
 static_assert(offsetof(VDevice, ops) == 664);

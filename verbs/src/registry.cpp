@@ -16,6 +16,7 @@
 
 #include "abi.hpp"
 #include "softrnic/ia_params.hpp"
+#include "softrnic/log.hpp"
 
 // The exported names, not the header's inline wrappers of them.
 #undef ibv_get_device_list
@@ -200,15 +201,25 @@ Device* open_shared(VDevice* d) {
       std::fprintf(stderr, "softrnic: %s: %s\n", d->dev.name, error.c_str());
       return nullptr;
     }
+    SOFTRNIC_LOG_AT(info, d->cfg.name, "open: " + kind_of(d->cfg.wire) + " on " + to_string(d->opened->address()));
+    if (info::publishing_enabled()) d->publisher = info::Publisher::start(*d->opened, error);
   }
   d->users++;
   return d->opened.get();
 }
 
+// The last user closes the device, telling what its connections did (SOFTRNIC_LOG=info).
 void close_shared(VDevice* d) {
   std::unique_ptr<Device> last;
   std::lock_guard lk(d->mu);
-  if (--d->users == 0) last = std::move(d->opened);
+  if (--d->users > 0) return;
+  d->publisher.reset();
+  last = std::move(d->opened);
+  const DeviceCounters c = last->counters();
+  SOFTRNIC_LOG_AT(info, d->cfg.name,
+                  "close: tx_frames " + std::to_string(c.tx_frames) + " rx_frames " + std::to_string(c.rx_frames) +
+                      " retransmits " + std::to_string(c.retransmits) + " rx_out_of_order " +
+                      std::to_string(c.rx_out_of_order) + " rx_duplicates " + std::to_string(c.rx_duplicates));
 }
 
 }  // namespace

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Debian's own verbs programs (ibverbs-utils, perftest), unmodified, over softrnic's libibverbs.so.1:
+#   verbs_test.sh BUILD_DIR CASE
+# Every program runs as an unprivileged user (nobody, when run as root) on a host without
+# /dev/infiniband: the library comes from LD_LIBRARY_PATH. A pair runs the server, then the client
+# against it over the programs' own TCP exchange (a port per case, so cases may run side by side);
+# it passes when both exit 0 and their output says what the case asserts.
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+build=$(cd "$1" && pwd)
+case_name=$2
+lib=$build/lib/softrnic/verbs
+[ -e "$lib/libibverbs.so.1" ] || { echo "FAIL: $lib/libibverbs.so.1 is not built"; exit 1; }
+
+work=$(mktemp -d /tmp/softrnic-verbs.XXXXXX)
+chmod 0777 "$work"
+trap 'rm -rf "$work"' EXIT
+
+# as_user CMD...: CMD as nobody (root) or as ourselves, with softrnic's libibverbs first.
+as_user() {
+  local env=(env LD_LIBRARY_PATH="$lib" SOFTRNIC_INFO_DIR="$work/info" SOFTRNIC_LOG="${SOFTRNIC_LOG:-info}")
+  [ -n "${SOFTRNIC_VERBS:-}" ] && env+=(SOFTRNIC_VERBS="$SOFTRNIC_VERBS")
+  [ -n "${SOFTRNIC_IMPAIR:-}" ] && env+=(SOFTRNIC_IMPAIR="$SOFTRNIC_IMPAIR")
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u nobody -- "${env[@]}" "$@"
+  else
+    "${env[@]}" "$@"
+  fi
+}
+
+need() {
+  local b
+  for b in "$@"; do command -v "$b" >/dev/null || skip "$b is not installed (Debian packages ibverbs-utils, perftest)"; done
+}
+
+# The port of this case's TCP exchange: one per case name, in 20000..29999.
+port=$((20000 + $(echo -n "$case_name" | cksum | cut -d' ' -f1) % 10000))
+
+# pair NAME SECONDS PROGRAM ARGS...: server and client of one program; their outputs in
+# $work/NAME.server and $work/NAME.client.
+pair() {
+  local name=$1 secs=$2
+  shift 2
+  local srv=$work/$name.server cli=$work/$name.client
+  as_user timeout "$secs" "$@" -p "$port" >"$srv" 2>&1 &
+  local spid=$!
+  local i
+  for i in $(seq 1 50); do
+    ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+    kill -0 "$spid" 2>/dev/null || break
+    sleep 0.1
+  done
+  as_user timeout "$secs" "$@" -p "$port" 127.0.0.1 >"$cli" 2>&1
+  local crc=$?
+  wait "$spid"
+  local src=$?
+  [ "$crc" = 0 ] && [ "$src" = 0 ] || fail_with "$work" "$name: server exit $src, client exit $crc" "$name.server" "$name.client"
+  # An error line fails the case even when the program exits 0.
+  if grep -qiE "error|failed|couldn't|unable" "$srv" "$cli"; then
+    fail_with "$work" "$name: an error line" "$name.server" "$name.client"
+  fi
+  echo "ok: $name ($*)"
+}
+
+# expect NAME FILE PATTERN: the output says PATTERN (extended regex).
+expect() {
+  grep -qE "$3" "$work/$2" || fail_with "$work" "$1: no line matching '$3'" "$2"
+}
+
+case_devices() {
+  need ibv_devices ibv_devinfo
+  as_user ibv_devices >"$work/devices" 2>&1 || fail_with "$work" "ibv_devices failed" devices
+  expect devices devices '^\s+softrnic_roce0\s+025346527f000001$'
+  as_user ibv_devinfo -v >"$work/roce" 2>&1 || fail_with "$work" "ibv_devinfo -v failed" roce
+  for p in 'hca_id:\s+softrnic_roce0' 'transport:\s+InfiniBand' 'state:\s+PORT_ACTIVE' 'link_layer:\s+Ethernet' \
+    'active_mtu:\s+4096' 'max_qp_wr:\s+16384' 'GID\[  0\]:\s+fe80::253:4652:7f00:1, RoCE v2' \
+    'GID\[  1\]:\s+::ffff:127.0.0.1, RoCE v2'; do
+    expect "ibv_devinfo (RoCEv2)" roce "$p"
+  done
+  SOFTRNIC_VERBS="wire=tcp ip=127.0.0.1|wire=roce ip=127.0.0.1" as_user ibv_devinfo -v >"$work/two" 2>&1 ||
+    fail_with "$work" "ibv_devinfo -v (two devices) failed" two
+  for p in 'hca_id:\s+softrnic_iwarp0' 'transport:\s+iWARP' 'hca_id:\s+softrnic_roce0' 'atomic_cap:\s+ATOMIC_NONE'; do
+    expect "ibv_devinfo (iWARP and RoCEv2)" two "$p"
+  done
+  SOFTRNIC_VERBS="wire=bogus" as_user ibv_devices >"$work/bad" 2>&1 && fail_with "$work" "a bad SOFTRNIC_VERBS was taken" bad
+  expect "a bad SOFTRNIC_VERBS" bad "SOFTRNIC_VERBS device 0 \(wire=bogus\): .*wire"
+  echo "ok: ibv_devices, ibv_devinfo -v (RoCEv2; iWARP beside RoCEv2), a bad SOFTRNIC_VERBS refused"
+}
+
+# ibv_rc_pingpong validates each received buffer (-c) on both ends.
+case_rc_pingpong() {
+  need ibv_rc_pingpong
+  pair plain 60 ibv_rc_pingpong -g 1 -c -n 1000
+  pair events 60 ibv_rc_pingpong -g 1 -c -e -n 1000
+  pair large 120 ibv_rc_pingpong -g 1 -c -s 65536 -n 1000
+  for f in plain events large; do expect "$f" "$f.client" "1000 iters in"; done
+}
+
+# Drop and reorder on both ends: the transfer completes, checked, and retransmissions were needed.
+case_rc_pingpong_impaired() {
+  need ibv_rc_pingpong
+  SOFTRNIC_IMPAIR="seed=7,drop=0.03,reorder=3" pair impaired 180 ibv_rc_pingpong -g 1 -c -n 200
+  expect impaired impaired.client "200 iters in"
+  local r
+  r=$(grep -ohE "retransmits [0-9]+" "$work/impaired.server" "$work/impaired.client" | awk '{s += $2} END {print s + 0}')
+  [ "$r" -gt 0 ] || fail_with "$work" "no retransmission under a 3 % drop" impaired.server impaired.client
+  echo "ok: $r retransmissions"
+}
+
+case_srq_pingpong() {
+  need ibv_srq_pingpong
+  pair srq 60 ibv_srq_pingpong -g 1 -c -n 1000
+  expect srq srq.client "1000 iters in"
+}
+
+# perftest 4.5 without -R: every size (-a) for the latency tests (atomics have one size), four QPs
+# (-q 4) for the bandwidth tests (perftest allows -q only there).
+case_perftest() {
+  local prog=$1
+  need "$prog"
+  case $prog in
+    *atomic_lat) pair "$prog" 120 "$prog" -x 1 -n 100 ;;
+    *_lat) pair "$prog" 300 "$prog" -x 1 -a -n 5 ;;
+    *) pair "$prog" 120 "$prog" -x 1 -q 4 -n 200 ;;
+  esac
+  # The result rows: a size, then numbers; bandwidth above zero.
+  expect "$prog" "$prog.client" '^\s*[0-9]+\s+[0-9]+\s+[0-9.]+'
+  if [[ $prog == *_bw ]]; then
+    awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { if ($4 + 0 <= 0) bad = 1; n++ } END { exit (n == 0 || bad) }' \
+      "$work/$prog.client" || fail_with "$work" "$prog: no bandwidth above zero" "$prog.client"
+  fi
+}
+
+case $case_name in
+  devices) case_devices ;;
+  rc_pingpong) case_rc_pingpong ;;
+  rc_pingpong_impaired) case_rc_pingpong_impaired ;;
+  srq_pingpong) case_srq_pingpong ;;
+  ib_*) case_perftest "$case_name" ;;
+  *) echo "FAIL: unknown case $case_name"; exit 2 ;;
+esac
