@@ -152,6 +152,8 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   // What post_send checks of a request, with the MR table held still (by the device lock or its
   // shared lock): its regions, its length, what its opcode needs. `total`: its length;
   // `sink_access`: what an RDMA Read's sink must grant.
+  static bool is_local_memory_error(Status s);
+  void fail_send(Qp& qp, const SendWr& wr, Status e);
   Status check_send(const Qp& qp, const SendWr& wr, std::uint64_t& total, Access& sink_access) const;
 
   // A checked request onto sq (its sq_used entry reserved), on the wire if it may go now.

@@ -48,7 +48,11 @@ Status DeviceImpl::post_send(Qp* qp, const SendWr& wr) {
     if (!lk.owns_lock()) ml = std::shared_lock(ctx_.mrs_mu);
     if (const Status e = check_send(*qp, wr, total, sink_access); e != Status::ok) {
       sq_retire(*qp);
-      return e;
+      if (!qp->init.local_errors_complete || !is_local_memory_error(e)) return e;
+      if (ml.owns_lock()) ml.unlock();  // (the device lock first, as everywhere)
+      if (!lk.owns_lock()) lk.lock();
+      fail_send(*qp, wr, e);
+      return Status::ok;
     }
   }
   if (lk.owns_lock()) {
@@ -67,6 +71,27 @@ Status DeviceImpl::post_send(Qp* qp, const SendWr& wr) {
   }
   queue_posts(*qp);
   return Status::ok;
+}
+
+bool DeviceImpl::is_local_memory_error(Status s) {
+  return s == Status::privileges_violation || s == Status::protection_violation || s == Status::length_error;
+}
+
+// A send that failed its local memory check, for a consumer that wants it as a completion
+// (QpInit::local_errors_complete): the QP moves to error, flushing what was posted before it,
+// and the request completes with the error after them.
+void DeviceImpl::fail_send(Qp& qp, const SendWr& wr, Status e) {
+  take_posts(qp);  // (this QP's posts first: device_lock.hpp)
+  // (No connection event: as on rxe, the consumer learns it from the completion alone.)
+  if (qp.state != QpState::error) close_qp(qp, std::nullopt, "a work request failed its local memory check");
+  const WcOpcode op = wr.opcode == SendOpcode::rdma_read        ? WcOpcode::rdma_read
+                      : wr.opcode == SendOpcode::rdma_write     ? WcOpcode::rdma_write
+                      : wr.opcode == SendOpcode::rdma_write_imm ? WcOpcode::rdma_write_imm
+                      : wr.opcode == SendOpcode::cmp_swap       ? WcOpcode::cmp_swap
+                      : wr.opcode == SendOpcode::fetch_add      ? WcOpcode::fetch_add
+                                                                : WcOpcode::send;
+  const WcStatus st = e == Status::length_error ? WcStatus::local_length_error : WcStatus::local_protection_error;
+  push_wc(qp.init.send_cq, Wc{wr.wr_id, op, st, 0, &qp, qp.init.context});
 }
 
 bool DeviceImpl::reserve(std::atomic<std::uint32_t>& used, std::uint32_t max) {

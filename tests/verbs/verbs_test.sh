@@ -2,7 +2,7 @@
 # Debian's own verbs programs (ibverbs-utils, perftest), unmodified, over softrnic's libibverbs.so.1:
 #   verbs_test.sh BUILD_DIR CASE
 # Every program runs as an unprivileged user (nobody, when run as root) on a host without
-# /dev/infiniband: the library comes from LD_LIBRARY_PATH. A pair runs the server, then the client
+# /dev/infiniband, through the launcher (softrnic_run: LD_LIBRARY_PATH). A pair runs the server, then the client
 # against it over the programs' own TCP exchange (a port per case, so cases may run side by side);
 # it passes when both exit 0 and their output says what the case asserts.
 set -u
@@ -10,22 +10,22 @@ set -u
 
 build=$(cd "$1" && pwd)
 case_name=$2
-lib=$build/lib/softrnic/verbs
-[ -e "$lib/libibverbs.so.1" ] || { echo "FAIL: $lib/libibverbs.so.1 is not built"; exit 1; }
+run=$build/bin/softrnic_run
+[ -x "$run" ] || { echo "FAIL: $run is not built"; exit 1; }
 
 work=$(mktemp -d /tmp/softrnic-verbs.XXXXXX)
 chmod 0777 "$work"
 trap 'rm -rf "$work"' EXIT
 
-# as_user CMD...: CMD as nobody (root) or as ourselves, with softrnic's libibverbs first.
+# as_user CMD...: CMD through softrnic_run, as nobody (when we are root) or as ourselves.
 as_user() {
-  local env=(env LD_LIBRARY_PATH="$lib" SOFTRNIC_INFO_DIR="$work/info" SOFTRNIC_LOG="${SOFTRNIC_LOG:-info}")
+  local env=(env SOFTRNIC_INFO_DIR="$work/info")
   [ -n "${SOFTRNIC_VERBS:-}" ] && env+=(SOFTRNIC_VERBS="$SOFTRNIC_VERBS")
   [ -n "${SOFTRNIC_IMPAIR:-}" ] && env+=(SOFTRNIC_IMPAIR="$SOFTRNIC_IMPAIR")
   if [ "$(id -u)" = 0 ]; then
-    runuser -u nobody -- "${env[@]}" "$@"
+    runuser -u nobody -- "${env[@]}" "$run" --log "${SOFTRNIC_LOG:-info}" -- "$@"
   else
-    "${env[@]}" "$@"
+    "${env[@]}" "$run" --log "${SOFTRNIC_LOG:-info}" -- "$@"
   fi
 }
 

@@ -76,8 +76,12 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, u
   // softrnic addresses a region by the virtual address it was registered at.
   if (iova != reinterpret_cast<std::uintptr_t>(addr)) return fail<ibv_mr>(EOPNOTSUPP);
   Mr* m = nullptr;
-  if (const Status s = ctx_pd(pd)->dev->reg_mr(reinterpret_cast<VPd*>(pd)->p, addr, length, a, m); s != Status::ok)
-    return fail<ibv_mr>(to_errno(s));
+  if (const Status s = ctx_pd(pd)->dev->reg_mr(reinterpret_cast<VPd*>(pd)->p, addr, length, a, m); s != Status::ok) {
+    // A range not mapped, or not with the access asked (the only way a valid PD's registration
+    // is refused as a bad parameter): EFAULT, as rxe's pinning of the pages fails.
+    const bool unmapped = s == Status::invalid_param || s == Status::protection_violation;
+    return fail<ibv_mr>(unmapped ? EFAULT : to_errno(s));
+  }
   auto* v = new VMr;
   const MrInfo info = ctx_pd(pd)->dev->query_mr(m);
   v->m = m;

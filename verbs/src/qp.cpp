@@ -129,6 +129,7 @@ int move(VQp* v, const ibv_qp_attr* a, int mask) {
     case IBV_QPS_ERR:
       if (cur == IBV_QPS_ERR) return 0;
       if (const Status s = dev_of(v)->modify_qp(v->q, QpState::error); s != Status::ok) return to_errno(s);
+      if (v->qp.srq) raise_async(v->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, &v->qp);  // (IBTA 11.6.3.1)
       return 0;
     default: return EINVAL;  // SQD, SQE: not a consumer's move here (docs/verbs.md)
   }
@@ -371,6 +372,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   init.context = v;
   init.srq = a->srq ? reinterpret_cast<VSrq*>(a->srq)->s : nullptr;
   init.on_event = [v](Qp*, const CmEvent& e) { on_qp_event(v, e); };
+  init.local_errors_complete = true;
   Status s = c->dev->create_qp(init, v->q);
   if (s == Status::ok && !setup_inline(v, reinterpret_cast<VPd*>(pd))) s = Status::insufficient_resources;
   if (s != Status::ok) {
