@@ -5,7 +5,7 @@
 #       netdev/src/config.cpp) is a documented key of softrnic.7.md's CONFIGURATION, and every
 #       documented key is one they accept;
 #   (b) every SOFTRNIC_* variable the code reads (getenv or an env_* helper, in dat/ soft_rnic/
-#       netdev/), and SOFTRNIC_LOG, is documented in ENVIRONMENT, and nothing there is stale;
+#       netdev/ verbs/), and SOFTRNIC_LOG, is documented in ENVIRONMENT, and nothing there is stale;
 #   (c) the pages generated in BUILD_DIR/docs/man exist, are not older than their sources, and
 #       render with groff -man -Tutf8 -ww without a warning (sources in ASCII: groff reads Latin-1);
 #   (d) every option softrnic_scenario and softrnic_bench declare (add_option/add_flag, or
@@ -58,7 +58,7 @@ agree "(a)" "$accepted" "$documented" "keys the parsers accept but softrnic.7.md
   "keys softrnic.7.md documents but no parser accepts" "every accepted key is documented, every documented key is accepted"
 
 # ---- (b) environment ---------------------------------------------------------------------------
-code=$(find "$src/dat" "$src/soft_rnic" "$src/netdev" -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \))
+code=$(find "$src/dat" "$src/soft_rnic" "$src/netdev" "$src/verbs" -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \))
 read_env=$(echo "$code" | xargs grep -ohE '(getenv|env_[a-z_]+) *\( *"SOFTRNIC_[A-Z0-9_]+"' |
              grep -oE 'SOFTRNIC_[A-Z0-9_]+' | sort -u)
 fixed="SOFTRNIC_LOG"  # documented while the code that reads it is on its way

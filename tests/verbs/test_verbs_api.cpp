@@ -59,7 +59,9 @@ struct Verbs : ::testing::Test {
   }
   void TearDown() override {
     for (ibv_qp* q : {a, b}) {
-      if (q) EXPECT_EQ(ibv_destroy_qp(q), 0);
+      if (q) {
+        EXPECT_EQ(ibv_destroy_qp(q), 0);
+      }
     }
     if (mr) {
       EXPECT_EQ(ibv_dereg_mr(mr), 0);
