@@ -20,6 +20,6 @@ fi
 dir="$root/build-bench"
 cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON >/dev/null
 ninja -C "$dir" -j "$(nproc)" softrnic_bench softrnic_udp_peer softrnic_tcp_peer softrnic_netdev_pingpong daplsoftrnic \
-  softrnic_scalebench softrnic_lossbench
+  softrnic_scalebench softrnic_lossbench softrnic_ibverbs
 cd "$root"
 exec python3 tools/bench/bench.py --build "$dir" --out "${BENCH_OUT:-bench-out}" "$@"

@@ -188,6 +188,9 @@ struct Qp {
   std::unique_ptr<TransportQp> t;  // the transport's state of this QP
 
   std::uint32_t ord = 0, ird = 0;  // negotiated at connect
+  // The remote operations the QP itself allows (a verbs consumer's qp_access_flags; everything
+  // unless it says otherwise): the responder refuses others before any region is looked at.
+  Access remote_access = Access::remote_read | Access::remote_write | Access::remote_atomic;
 
   // Send queue.
   std::deque<SendWqe> sq;               // posted, not completed, in order

@@ -39,6 +39,17 @@ std::optional<Fault> check_op_seq(const RoceQp& s, const w::OpInfo& op) {
 
 }  // namespace
 
+// What the QP itself allows (its qp_access_flags), as rxe's check_op_valid: another operation is
+// an invalid request, whatever region it names.
+std::optional<Fault> Roce::check_qp_access(const Qp& qp, const w::OpInfo& op) {
+  const Access want = op.has(w::Has::read)     ? Access::remote_read
+                      : op.has(w::Has::write)  ? Access::remote_write
+                      : op.has(w::Has::atomic) ? Access::remote_atomic
+                                               : Access::none;
+  if (want == Access::none || has(qp.remote_access, want)) return std::nullopt;
+  return Fault{Error::unexpected_opcode, std::string(op.name) + ": the QP does not allow this remote access"};
+}
+
 // A request packet, in the order of rxe's responder: its PSN (a gap or a duplicate ends here), its
 // length and place in the message, a receive buffer for what takes one (else RNR NAK), then the
 // operation. Whatever cannot be carried out is NAKed with the Error it is (nak), the QP broken.
@@ -50,6 +61,7 @@ void Roce::on_request(Qp& qp, const w::Packet& p) {
   const w::OpInfo& op = w::op_info(p.opcode);
   std::optional<Fault> f = check_length(s, op, p.payload.size());
   if (!f) f = check_op_seq(s, op);
+  if (!f) f = check_qp_access(qp, op);
   if (f) {
     nak(qp, psn, f->error, f->reason);
     return;

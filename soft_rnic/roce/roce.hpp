@@ -236,6 +236,7 @@ class Roce final : public Transport, public engine::Pollable {
   Status rtr(Qp& qp, const RoceRtr& a);
   Status rts(Qp& qp, const RoceRts& a);
 
+  static std::optional<Fault> check_qp_access(const Qp& qp, const wire::roce::OpInfo& op);
   static Clock::duration ack_timeout_of(std::uint8_t code);
   std::uint32_t link_mtu() const { return link_mtu_; }
   // The peer's address on the wire (the device's own port: every RoCEv2 node receives on 4791).

@@ -435,6 +435,15 @@ std::uint32_t DeviceImpl::qp_num(const Qp* qp) const {
   return qp->qpn;  // (set at creation, never changed)
 }
 
+Status DeviceImpl::set_qp_access(Qp* qp, Access remote) {
+  constexpr auto kRemote =
+      static_cast<std::uint32_t>(Access::remote_read | Access::remote_write | Access::remote_atomic);
+  if (static_cast<std::uint32_t>(remote) & ~kRemote) return Status::invalid_param;
+  std::lock_guard lk(mu_);
+  qp->remote_access = remote;
+  return Status::ok;
+}
+
 Status DeviceImpl::create_srq(const SrqInit& init, Srq*& out) {
   std::lock_guard lk(mu_);
   if (!init.pd || !pd_set_.count(init.pd) || init.max_wr == 0 || init.max_wr > ctx_.limits.max_qp_wr ||

@@ -77,6 +77,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   Status roce_rtr(Qp* qp, const RoceRtr& a) override;
   Status roce_rts(Qp* qp, const RoceRts& a) override;
   std::uint32_t qp_num(const Qp* qp) const override;
+  Status set_qp_access(Qp* qp, Access remote) override;
 
   // ---- Data path ----
   // Posting: a post never waits for the device lock. When the lock is free (the usual case of a

@@ -35,6 +35,9 @@
 #       Atomic Acknowledge shows what the earlier one left).
 #       perftest_send_lat_cm, perftest_write_bw_cm, perftest_read_bw_cm: the same tools WITH -R
 #       (rdma_cm, IB CM over QP1; no -x) against softrnic_perftest --roce -R, judged the same way.
+#       verbs_rc_pingpong, verbs_write_bw, verbs_read_bw: the same Debian program on both sides,
+#       on the host unmodified over softrnic's libibverbs.so.1 (build/bin/softrnic_run):
+#       ibv_rc_pingpong -s 4096 -n 200 -c, ib_write_bw / ib_read_bw -s 65536 -n 10 without -R.
 # --keep DIR  keep logs and the capture (DIR/cap-rxe.pcap); without it they are kept only on failure
 # INTEROP_TOOL_TIMEOUT  bound of each tool in seconds (default 120)
 # The capture must show RoCEv2 only with valid ICRCs (../shared/tools/wirecheck/check_icrc.py).
@@ -176,12 +179,46 @@ case $tool in
         fi ;;
     esac
     ;;
+  verbs_rc_pingpong|verbs_write_bw|verbs_read_bw)
+    # The same Debian programs on both sides: on the host over softrnic's libibverbs.so.1
+    # (softrnic_run, device softrnic_roce0 on 10.99.1.1, GID index 1), unmodified. Each judges
+    # by itself (rc_pingpong -c checks the data on both ends); for bw both print the client's
+    # report, which must agree.
+    run_="$build/bin/softrnic_run --verbs 'wire=roce ip=$HOST_IP' --"
+    case $tool in
+      verbs_rc_pingpong)
+        n=200 size=4096
+        srv="ibv_rc_pingpong -d rxe0 -g \$RXE_GID_IDX -s $size -n $n -c"
+        h_srv="$run_ ibv_rc_pingpong -d softrnic_roce0 -g 1 -s $size -n $n -c"
+        g_ok="^$n iters in [0-9.]+ seconds" h_ok=$g_ok
+        g_bad='invalid data in page|Failed status|Couldn.t|failed'
+        ;;
+      *)
+        n=10 size=65536 pt_tool=${tool#verbs_}
+        srv="ib_$pt_tool -d rxe0 -x \$RXE_GID_IDX -p 18515 -n $n -s $size -F"
+        h_srv="$run_ ib_$pt_tool -d softrnic_roce0 -x 1 -p 18515 -n $n -s $size -F"
+        g_ok="^ $size +$n +[-+0-9.a-z]+([[:space:]]+[-+0-9.a-z]+){2}[[:space:]]*$" h_ok=$g_ok
+        g_bad='Completion with error|Failed status|Failed to|Bad wc status|Couldn.t|Unable to|not compatible|failed'
+        ;;
+    esac
+    cli="$srv ADDR" h_cli="$h_srv ADDR"
+    srv_ready_port=18515
+    h_ready_line=''  # (these print nothing before a client comes: the listening port says it)
+    ;;
   *) usage;;
 esac
 : "${h_ok_srv:=$h_ok}" "${h_ok_cli:=$h_ok}"
 if [[ $role == softrnic_client ]]; then h_ok=$h_ok_cli; else h_ok=$h_ok_srv; fi
 fill_in() { echo "${1//ADDR/$2}"; }
 for t in "${h_srv%% *}"; do [[ -x $t ]] || fail "$t not built (ninja -C $build)"; done
+# How the host's server shows it is ready: its line, or (the verbs programs) its listening port.
+h_ready="grep -q \"$h_ready_line\" host.log"
+[[ -z $h_ready_line ]] && h_ready="ss -Hltn 'sport = :$srv_ready_port' | grep -q ."
+[[ $tool == verbs_* && ! -x $build/bin/softrnic_run ]] && fail "$build/bin/softrnic_run not built"
+if [[ $tool == verbs_* ]]; then
+  prog_=$(awk '{print $1}' <<<"${h_srv#*-- }")
+  command -v "$prog_" >/dev/null || skip "$prog_ is not installed (Debian packages ibverbs-utils, perftest)"
+fi
 
 # shellcheck source=referee.sh
 . "$src/tests/interop/referee.sh"
@@ -260,7 +297,7 @@ EOF
 timeout -k 5 $tool_timeout $h_cmd >host.log 2>&1 &
 p=\$!
 for i in \$(seq 300); do
-  grep -q "$h_ready_line" host.log && break
+  $h_ready && break
   kill -0 \$p 2>/dev/null || break
   sleep 0.1
 done
@@ -463,6 +500,16 @@ print("OK %d successive pairs on %d words agree%s (%d requests, %d Atomic Acknow
       ok=0; why+=("atomics on the wire: ${pt_wire#FAIL }")
     fi
   fi
+fi
+if [[ $tool == verbs_*_bw ]]; then
+  # both sides print the client's report (the server got it over the TCP exchange)
+  vb_g=$(tr '\t' ' ' <"$share/guest.log" | grep -Em1 "$g_ok" | tr -s ' ' || true)
+  vb_h=$(tr '\t' ' ' <"$work/host.log" | grep -Em1 "$g_ok" | tr -s ' ' || true)
+  [[ -n $vb_g && $vb_g == "$vb_h" ]] || { ok=0; why+=("the bw reports differ: rxe '$vb_g', softrnic '$vb_h'"); }
+  if grep -Eq "$g_bad" "$work/host.log"; then ok=0; why+=("host: $(grep -Em1 "$g_bad" "$work/host.log")"); fi
+fi
+if [[ $tool == verbs_rc_pingpong ]] && grep -Eq "$g_bad" "$work/host.log"; then
+  ok=0; why+=("host: $(grep -Em1 "$g_bad" "$work/host.log")")
 fi
 if [[ $tool == rping ]]; then
   rping_check "$role" "$share" "$work" "$rping_n" "$rping_size"

@@ -347,6 +347,28 @@ TEST_F(Verbs, ABadRkeyCompletesWithARemoteAccessError) {
   EXPECT_EQ(state(a), IBV_QPS_ERR);
 }
 
+// rxe's check_op_valid: the responder QP's own qp_access_flags come first.
+TEST_F(Verbs, AWriteTheResponderQpDoesNotAllowIsAnInvalidRequest) {
+  connect();
+  ibv_qp_attr at{};
+  at.qp_access_flags = IBV_ACCESS_REMOTE_READ;
+  ASSERT_EQ(ibv_modify_qp(b, &at, IBV_QP_ACCESS_FLAGS), 0);
+  ibv_sge g = sge(0, 64);
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.sg_list = &g;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(buf.data() + 4096);
+  wr.wr.rdma.rkey = mr->rkey;
+  ASSERT_EQ(post(a, wr), 0);  // allowed
+  ASSERT_EQ(wait(1).at(0).status, IBV_WC_SUCCESS);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  ASSERT_EQ(post(a, wr), 0);  // not allowed, though the region would take it
+  auto wc = wait(1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_REM_INV_REQ_ERR) << ibv_wc_status_str(wc[0].status);
+}
+
 TEST_F(Verbs, ErrFlushesInOrderAndResetStartsAgain) {
   connect();
   for (std::uint64_t id = 1; id <= 3; ++id) ASSERT_EQ(post_recv(b, id, id * 64, 64), 0);

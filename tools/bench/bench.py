@@ -192,6 +192,8 @@ def measure_udp(m, stacks, bench, size, iters):
         m["fi udp;ofi_rxd"] = lambda: peer_call("fi_pingpong", "udp;ofi_rxd", size, iters)
         if stacks.get("roce"):
             m["softrnic-roce"] = lambda: stacks["roce"].run("pingpong", size, iters)
+            # the verbs door on the same wire: perftest, unmodified (docs/verbs.md)
+            m["verbs-roce ib_send_lat"] = lambda: peer_call("perftest_lat", stacks["build"], size, iters)
         if stacks.get("roce_memif") and size <= 8000:
             m["softrnic-roce-memif"] = lambda: stacks["roce_memif"].run("pingpong", size, iters)
         if stacks.get("memif") and size <= 8000:
@@ -205,6 +207,7 @@ def measure_udp(m, stacks, bench, size, iters):
             m["ucx-tcp tag_bw"] = lambda: peer_call("ucx_tag_bw", size, iters)
         if stacks.get("roce"):
             m["softrnic-roce"] = lambda: stacks["roce"].run(bench, size, iters, window=16 if size <= MIB else 4)
+            m[f"verbs-roce ib_{bench}"] = lambda: peer_call("perftest_bw", stacks["build"], f"ib_{bench}", size, iters)
         if stacks.get("roce_memif"):
             m["softrnic-roce-memif"] = lambda: stacks["roce_memif"].run(bench, size, iters, window=16)
         if stacks.get("memif"):
@@ -258,6 +261,8 @@ def reference(stack):
     the MPA/TCP rows (softrnic-tcp, kernel-tcp) against softrnic over MPA/TCP, the blocking rows against
     softrnic's blocking (dat_evd_wait) row of that wire, the rest against softrnic-udp; the event-driven
     (cno) and signaled rows have no peer of their kind and no ratio."""
+    if stack.startswith("verbs-roce"):
+        return "softrnic-roce"  # the verbs door against DAT on the same wire: what the door costs
     if stack.startswith("softrnic-roce"):
         return stack  # the RoCEv2 rows: their own; docs/performance.md gives them against kernel UDP and memif
     if "memif" in stack:

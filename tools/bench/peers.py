@@ -18,6 +18,7 @@ Self-check: python3 tools/bench/peers.py --quick [--build-dir DIR]
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -349,6 +350,64 @@ def ucx_tag_bw(size, iters):
 def ucx_put_bw(size, iters):
     """UCP put (one-sided RMA write, ucx_perftest ucp_put_bw), one direction: mbps (10**6 B/s), msgs_per_s."""
     return _ucx_bw("ucp_put_bw", size, iters)
+
+
+# --- perftest over softrnic's libibverbs.so.1 (the verbs door, docs/verbs.md) -------------------------
+
+
+def _perftest(build_dir, prog, size, iters):
+    """One perftest 4.5 program, server and client, unmodified, over softrnic's libibverbs (its launcher
+    build/bin/softrnic_run; the default device, RoCEv2 on 127.0.0.x, GID index 1). The numbers of its one
+    result line (after "#bytes #iterations"), or None."""
+    what = f"{prog}(size={size})"
+    run = os.path.join(build_dir, "bin", "softrnic_run")
+    if not os.access(run, os.X_OK):
+        return _why("perftest", f"{run} not built (softrnic_ibverbs: libibverbs-dev missing at configure?)")
+    if not shutil.which(prog):
+        return _why("perftest", f"{prog} not installed (Debian package perftest)")
+    try:
+        port = _free_port()
+    except OSError as e:
+        return _why(what, str(e))
+    base = [run, "--", prog, "-x", "1", "-s", str(size), "-n", str(iters), "-p", str(port), "-F"]
+
+    def parse(c, s):
+        for line in c.text().splitlines():
+            parts = line.split()
+            if len(parts) >= 5 and parts[0] == str(size) and parts[1] == str(iters):
+                try:
+                    return [float(x) for x in parts[2:]], c, s
+                except ValueError:
+                    continue
+        return _why(what, f"no result line in the output: {c.tail()}")
+
+    return _finish(_client_server(what, base, base + ["127.0.0.1"], None, port), parse)
+
+
+def perftest_lat(build_dir, size, iters, prog="ib_send_lat"):
+    """perftest's latency test. Its figures are ONE-WAY (half the round trip): t_min t_max t_typical t_avg
+    t_stdev 99% 99.9%; returned as round trips (median_us = 2 * t_typical, p99_us = 2 * 99%)."""
+    r = _perftest(build_dir, prog, size, iters)
+    if r is None:
+        return None
+    v, c, s = r
+    if len(v) < 7:
+        return _why(prog, f"a short result line: {v}")
+    return {"median_us": 2 * v[2], "mean_us": 2 * v[3], "p99_us": 2 * v[5], "p999_us": 2 * v[6], "iters": iters,
+            "cpu_us_per_msg": c.cpu_us / iters, "cpu_includes_startup": True, "server_cpu_us": s.cpu_us}
+
+
+def perftest_bw(build_dir, prog, size, iters):
+    """perftest's bandwidth test, one direction: BW peak, BW average, MsgRate [Mpps]; mbps (10**6 B/s) from
+    the message rate (perftest's MB/sec is MiB/s)."""
+    r = _perftest(build_dir, prog, size, iters)
+    if r is None:
+        return None
+    v, c, s = r
+    if len(v) < 3:
+        return _why(prog, f"a short result line: {v}")
+    return {"mbps": v[2] * size, "msgs_per_s": v[2] * 1e6, "iters": iters,
+            "cpu_us_per_msg": c.cpu_us / iters, "cpu_includes_startup": True, "server_cpu_us": s.cpu_us}
 
 
 # --- libfabric: fi_pingpong --------------------------------------------------------------------------------

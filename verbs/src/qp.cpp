@@ -375,6 +375,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   init.local_errors_complete = true;
   Status s = c->dev->create_qp(init, v->q);
   if (s == Status::ok && !setup_inline(v, reinterpret_cast<VPd*>(pd))) s = Status::insufficient_resources;
+  if (s == Status::ok) s = c->dev->set_qp_access(v->q, Access::none);  // (until INIT sets qp_access_flags, as rxe)
   if (s != Status::ok) {
     if (v->q) c->dev->destroy_qp(v->q);
     delete v;
@@ -398,6 +399,13 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   auto* v = reinterpret_cast<VQp*>(qp);
+  if (mask & IBV_QP_ACCESS_FLAGS) {
+    Access remote = Access::none;
+    if (attr->qp_access_flags & IBV_ACCESS_REMOTE_READ) remote = remote | Access::remote_read;
+    if (attr->qp_access_flags & IBV_ACCESS_REMOTE_WRITE) remote = remote | Access::remote_write;
+    if (attr->qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC) remote = remote | Access::remote_atomic;
+    if (const Status s = dev_of(v)->set_qp_access(v->q, remote); s != Status::ok) return to_errno(s);
+  }
   if (mask & IBV_QP_STATE) {
     if (const int e = move(v, attr, mask)) return e;
     qp->state = attr->qp_state;

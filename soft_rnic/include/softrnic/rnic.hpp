@@ -447,6 +447,10 @@ class Device {
   // whose connection ended, ready for a new one). invalid_state where the machine does not allow
   // it from the QP's state, invalid_param for a state a consumer does not move to this way.
   virtual Status modify_qp(Qp* qp, QpState to) = 0;
+  // The remote operations the QP accepts from its peer (remote_read, remote_write,
+  // remote_atomic; all of them unless set): ibv_modify_qp's qp_access_flags. RoCEv2: a request
+  // the QP does not allow is NAKed as an invalid request, as rxe does.
+  virtual Status set_qp_access(Qp* qp, Access remote) = 0;
   virtual QpCounters qp_counters(const Qp* qp) const = 0;
   virtual NetAddr qp_peer(const Qp* qp) const = 0;
   // Our end of the QP's connection: the address and port the peer sends to (over MPA/TCP the
