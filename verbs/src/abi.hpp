@@ -43,7 +43,7 @@ struct Context;
 // the ibv_device a program holds. Its `ops` (at 664) stays NULL: mlx5dv_is_supported and
 // efadv's checks compare it with their own and find the device is not theirs.
 struct VDevice {
-  ibv_device dev;
+  ibv_device dev{};
   const void* ops = nullptr;  // struct verbs_device_ops *
   std::uint8_t verbs_device_rest[40]{};
   // softrnic's own
@@ -59,29 +59,29 @@ static_assert(offsetof(VDevice, ops) == 664);
 // ibv_context a program holds, with abi_compat and sz set so verbs_get_ctx_op finds the
 // extended verbs it offers (query_port, query_device_ex) and NULL for the rest.
 struct Context {
-  verbs_context vctx;
+  verbs_context vctx{};
   VDevice* vdev = nullptr;
   Device* dev = nullptr;
   int async_wr = -1;  // the write end of the async event pipe (context.async_fd reads it)
 };
 
 struct VPd {
-  ibv_pd pd;
+  ibv_pd pd{};
   Pd* p = nullptr;
 };
 
 struct VMr {
-  ibv_mr mr;
+  ibv_mr mr{};
   Mr* m = nullptr;
 };
 
 struct Channel {
-  ibv_comp_channel ch;
+  ibv_comp_channel ch{};
   int wr = -1;  // the write end of the pipe whose read end is ch.fd
 };
 
 struct VCq {
-  ibv_cq cq;
+  ibv_cq cq{};
   Cq* c = nullptr;
   Context* ctx = nullptr;
   Channel* channel = nullptr;
@@ -90,7 +90,7 @@ struct VCq {
 };
 
 struct VSrq {
-  ibv_srq srq;
+  ibv_srq srq{};
   Srq* s = nullptr;
   Context* ctx = nullptr;
   std::uint32_t max_wr = 0, max_sge = 0;
@@ -100,7 +100,7 @@ struct VSrq {
 // A QP: its verbs state beside softrnic's (RESET and INIT are both softrnic's idle), the
 // attributes the consumer set (ibv_query_qp returns them) and a bounce buffer for inline data.
 struct VQp {
-  ibv_qp qp;
+  ibv_qp qp{};
   Qp* q = nullptr;
   Context* ctx = nullptr;
   ibv_qp_cap cap{};
@@ -116,7 +116,7 @@ struct VQp {
 };
 
 struct VAh {
-  ibv_ah ah;
+  ibv_ah ah{};
   NetAddr to{};
 };
 

@@ -76,11 +76,13 @@ std::vector<VDevice*> build(std::string& error) {
 
 }  // namespace
 
+// The list lives as long as the process (as rdma-core's): a program may hold a device after
+// ibv_free_device_list, and one still open at exit is not torn down under its threads.
 std::vector<VDevice*>& devices(std::string& error) {
-  static std::string build_error;
-  static std::vector<VDevice*> list = build(build_error);
-  error = build_error;
-  return list;
+  static std::string* build_error = new std::string;
+  static auto* list = new std::vector<VDevice*>(build(*build_error));
+  error = *build_error;
+  return *list;
 }
 
 int to_errno(Status s) {
