@@ -95,7 +95,9 @@ int to_rts(VQp* v, const ibv_qp_attr* a, int mask) {
   if ((mask & kNeeded) != kNeeded) return EINVAL;
   RoceRts t;
   t.sq_psn = a->sq_psn;
-  t.ord = a->max_rd_atomic;
+  // More Reads outstanding than softrnic keeps is taken as its most: perftest asks for the peer's
+  // own figure (rxe's 128), and rxe, which would refuse more than its own, never meets a smaller one.
+  t.ord = std::min<std::uint32_t>(a->max_rd_atomic, dev_of(v)->limits().max_rd);
   if (a->timeout) t.timeout = a->timeout;  // (0: no timeout in IBTA terms; the device's own here)
   t.retry_cnt = a->retry_cnt;
   t.rnr_retry = a->rnr_retry;
