@@ -15,10 +15,10 @@ t_start=$SECONDS t_phase=$SECONDS
 # phase NAME: how long the previous phase took (the suite must stay well under 30 minutes on 2 cores)
 phase() { echo "=== $1 (previous phase $((SECONDS - t_phase)) s, $((SECONDS - t_start)) s so far)"; t_phase=$SECONDS; }
 phase "setup done"
-echo "=== sanitizer build (ASan + UBSan): unit, component, dat"
+echo "=== sanitizer build (ASan + UBSan): unit, component, dat, the verbs API (Verbs.*; the verbs_* scripts run Debian's uninstrumented programs: main build only)"
 if "$root/scripts/build.sh" "$root/build-asan" -DSOFTRNIC_SANITIZE=ON; then
   (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     ctest -L 'unit|component|dat' -LE conformance -E '^demo$' -j2 --timeout 300 --output-on-failure) || status=1
+     ctest -L 'unit|component|dat|verbs' -LE conformance -E '^(demo|verbs_.*)$' -j2 --timeout 300 --output-on-failure) || status=1
 else
   status=1
 fi
@@ -27,7 +27,7 @@ phase "ASan done"
 echo "=== ThreadSanitizer build: unit, component, dat (the provider is called from several threads)"
 if "$root/scripts/build.sh" "$root/build-tsan" -DSOFTRNIC_TSAN=ON; then
   (cd "$root/build-tsan" && TSAN_OPTIONS=halt_on_error=1 \
-     ctest -L 'unit|component|dat' -E '^demo$' -j2 --timeout 300 --output-on-failure) || status=1
+     ctest -L 'unit|component|dat|verbs' -E '^(demo|verbs_.*)$' -j2 --timeout 300 --output-on-failure) || status=1
 else
   status=1
 fi

@@ -154,6 +154,8 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   // shared lock): its regions, its length, what its opcode needs. `total`: its length;
   // `sink_access`: what an RDMA Read's sink must grant.
   static bool is_local_memory_error(Status s);
+  static WcOpcode wc_opcode_of(const SendWr& wr);
+  Status flush_post(Qp& qp, std::uint64_t wr_id, std::optional<WcOpcode> send_op);
   void fail_send(Qp& qp, const SendWr& wr, Status e);
   Status check_send(const Qp& qp, const SendWr& wr, std::uint64_t& total, Access& sink_access) const;
 

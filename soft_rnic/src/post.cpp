@@ -10,8 +10,9 @@ namespace softrnic {
 Status DeviceImpl::post_recv(Qp* qp, const RecvWr& wr) {
   if (qp->init.srq) return Status::invalid_state;  // its receives come from the SRQ
   const QpState st = qp->state.load();
-  if (st != QpState::idle && st != QpState::rtr && st != QpState::rts) return Status::invalid_state;
   if (wr.sgl.size() > qp->init.max_sge) return Status::invalid_param;
+  if (st == QpState::error && qp->init.errors_complete) return flush_post(*qp, wr.wr_id, std::nullopt);
+  if (st != QpState::idle && st != QpState::rtr && st != QpState::rts) return Status::invalid_state;
   if (!reserve(qp->rq_used, qp->init.max_recv_wr)) return Status::insufficient_resources;
   RecvWqe r;
   std::unique_lock lk(mu_, std::try_to_lock);
@@ -37,8 +38,10 @@ Status DeviceImpl::post_recv(Qp* qp, const RecvWr& wr) {
 }
 
 Status DeviceImpl::post_send(Qp* qp, const SendWr& wr) {
-  if (qp->state.load() != QpState::rts || qp->cm.load() != CmPhase::connected) return Status::invalid_state;
   if (wr.sgl.size() > qp->init.max_sge) return Status::invalid_param;
+  if (qp->state.load() == QpState::error && qp->init.errors_complete)
+    return flush_post(*qp, wr.wr_id, wc_opcode_of(wr));
+  if (qp->state.load() != QpState::rts || qp->cm.load() != CmPhase::connected) return Status::invalid_state;
   if (!reserve(qp->sq_used, qp->init.max_send_wr)) return Status::insufficient_resources;
   std::unique_lock lk(mu_, std::try_to_lock);
   std::uint64_t total = 0;
@@ -48,7 +51,7 @@ Status DeviceImpl::post_send(Qp* qp, const SendWr& wr) {
     if (!lk.owns_lock()) ml = std::shared_lock(ctx_.mrs_mu);
     if (const Status e = check_send(*qp, wr, total, sink_access); e != Status::ok) {
       sq_retire(*qp);
-      if (!qp->init.local_errors_complete || !is_local_memory_error(e)) return e;
+      if (!qp->init.errors_complete || !is_local_memory_error(e)) return e;
       if (ml.owns_lock()) ml.unlock();  // (the device lock first, as everywhere)
       if (!lk.owns_lock()) lk.lock();
       fail_send(*qp, wr, e);
@@ -78,20 +81,38 @@ bool DeviceImpl::is_local_memory_error(Status s) {
 }
 
 // A send that failed its local memory check, for a consumer that wants it as a completion
-// (QpInit::local_errors_complete): the QP moves to error, flushing what was posted before it,
+// (QpInit::errors_complete): the QP moves to error, flushing what was posted before it,
 // and the request completes with the error after them.
 void DeviceImpl::fail_send(Qp& qp, const SendWr& wr, Status e) {
   take_posts(qp);  // (this QP's posts first: device_lock.hpp)
   // (No connection event: as on rxe, the consumer learns it from the completion alone.)
   if (qp.state != QpState::error) close_qp(qp, std::nullopt, "a work request failed its local memory check");
-  const WcOpcode op = wr.opcode == SendOpcode::rdma_read        ? WcOpcode::rdma_read
-                      : wr.opcode == SendOpcode::rdma_write     ? WcOpcode::rdma_write
-                      : wr.opcode == SendOpcode::rdma_write_imm ? WcOpcode::rdma_write_imm
-                      : wr.opcode == SendOpcode::cmp_swap       ? WcOpcode::cmp_swap
-                      : wr.opcode == SendOpcode::fetch_add      ? WcOpcode::fetch_add
-                                                                : WcOpcode::send;
+  const WcOpcode op = wc_opcode_of(wr);
   const WcStatus st = e == Status::length_error ? WcStatus::local_length_error : WcStatus::local_protection_error;
   push_wc(qp.init.send_cq, Wc{wr.wr_id, op, st, 0, &qp, qp.init.context});
+}
+
+// A post to a QP in error, for a consumer that wants it flushed (QpInit::errors_complete): it
+// completes at once, after everything the move to error flushed. `send_op`: its send opcode, or
+// nullopt for a receive.
+Status DeviceImpl::flush_post(Qp& qp, std::uint64_t wr_id, std::optional<WcOpcode> send_op) {
+  std::lock_guard lk(mu_);
+  take_posts(qp);                                                // (this QP's posts first: device_lock.hpp)
+  if (qp.state != QpState::error) return Status::invalid_state;  // (reset meanwhile)
+  Cq* cq = send_op ? qp.init.send_cq : qp.init.recv_cq;
+  push_wc(cq, Wc{wr_id, send_op.value_or(WcOpcode::recv), WcStatus::flushed, 0, &qp, qp.init.context});
+  return Status::ok;
+}
+
+WcOpcode DeviceImpl::wc_opcode_of(const SendWr& wr) {
+  switch (wr.opcode) {
+    case SendOpcode::rdma_read: return WcOpcode::rdma_read;
+    case SendOpcode::rdma_write: return WcOpcode::rdma_write;
+    case SendOpcode::rdma_write_imm: return WcOpcode::rdma_write_imm;
+    case SendOpcode::cmp_swap: return WcOpcode::cmp_swap;
+    case SendOpcode::fetch_add: return WcOpcode::fetch_add;
+    default: return WcOpcode::send;
+  }
 }
 
 bool DeviceImpl::reserve(std::atomic<std::uint32_t>& used, std::uint32_t max) {

@@ -381,6 +381,22 @@ TEST_F(Verbs, ErrFlushesInOrderAndResetStartsAgain) {
     EXPECT_EQ(wc[i].wr_id, i + 1);
     EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
   }
+  // Posts in ERR are taken and flushed (how a consumer drains a QP), as on rxe.
+  ASSERT_EQ(post_recv(b, 8, 0, 64), 0);
+  ibv_sge dg = sge(0, 8);
+  ibv_send_wr drain{};
+  drain.wr_id = 9;
+  drain.opcode = IBV_WR_SEND;
+  drain.sg_list = &dg;
+  drain.num_sge = 1;
+  ibv_send_wr* dbad = nullptr;
+  ASSERT_EQ(ibv_post_send(b, &drain, &dbad), 0);  // (unsignaled: flushed all the same)
+  wc = wait(2);
+  ASSERT_EQ(wc.size(), 2u);
+  for (const ibv_wc& w : wc) {
+    EXPECT_EQ(w.status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_TRUE(w.wr_id == 8 || w.wr_id == 9);
+  }
   // Both back to RESET, connected again: a Send goes through.
   at.qp_state = IBV_QPS_RESET;
   ASSERT_EQ(ibv_modify_qp(b, &at, IBV_QP_STATE), 0);

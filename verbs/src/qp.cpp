@@ -374,7 +374,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   init.context = v;
   init.srq = a->srq ? reinterpret_cast<VSrq*>(a->srq)->s : nullptr;
   init.on_event = [v](Qp*, const CmEvent& e) { on_qp_event(v, e); };
-  init.local_errors_complete = true;
+  init.errors_complete = true;
   Status s = c->dev->create_qp(init, v->q);
   if (s == Status::ok && !setup_inline(v, reinterpret_cast<VPd*>(pd))) s = Status::insufficient_resources;
   if (s == Status::ok) s = c->dev->set_qp_access(v->q, Access::none);  // (until INIT sets qp_access_flags, as rxe)

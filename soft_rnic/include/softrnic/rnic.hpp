@@ -257,10 +257,11 @@ struct QpInit {
   std::uint32_t ird = 0;                       // RDMA Reads it accepts from the peer at once
   std::optional<AllocPolicy> alloc_policy;     // default: the device's
   std::function<void(Qp*)> on_soft_watermark;  // allocated buffers exceeded the soft watermark
-  // Verbs semantics (rxe's): a send whose local memory check fails (a bad lkey, a region of
-  // another PD or without the access, beyond it) is taken and completes in error, the QP moving
-  // to error, instead of post_send refusing it with a Status.
-  bool local_errors_complete = false;
+  // Verbs semantics (rxe's), instead of post_send and post_recv refusing with a Status: a send
+  // whose local memory check fails (a bad lkey, a region of another PD or without the access,
+  // beyond it) is taken and completes in error, the QP moving to error; and a post to a QP in
+  // error is taken and completes flushed (how a verbs consumer drains a QP).
+  bool errors_complete = false;
 };
 
 struct ConnRequestInfo {
