@@ -32,7 +32,9 @@ void push_wc(Cq* cq, const Wc& wc) {
     }
   }
   if (waiting >= cq->depth) cq->overflows++;
-  if (cq->notify) cq->notify();
+  if (cq->notify &&
+      (!cq->notify_solicited_only.load(std::memory_order_relaxed) || wc.solicited || wc.status != WcStatus::success))
+    cq->notify();
 }
 
 void flush_qp(Qp& qp) {

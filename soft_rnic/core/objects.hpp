@@ -58,6 +58,7 @@ struct Cq {
   std::uint64_t overflows = 0;  // pushes that found depth completions waiting (device lock)
   std::uint32_t users = 0;      // QPs attached
   std::function<void()> notify;
+  std::atomic<bool> notify_solicited_only{false};  // notify: only solicited or failed completions
 };
 
 // A receive buffer. On a QP's receive queue, entry i belongs to MSN recv_msn + i; on an SRQ
@@ -76,6 +77,7 @@ struct RecvWqe {
   std::uint32_t inv_stag = 0;  // Send with Invalidate: the window to invalidate at completion
   Srq* srq = nullptr;          // where the buffer came from
   bool with_imm = false;       // RoCE: immediate data came with the message
+  bool solicited = false;      // the message's last segment asked for a solicited event
   bool rdma_imm = false;       // ... by an RDMA Write with Immediate (msg_len: the Write's length)
   std::uint32_t imm = 0;
 };

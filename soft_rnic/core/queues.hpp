@@ -64,6 +64,8 @@ bool take_posted_receives(Qp& qp);
 bool take_receive(Qp& qp, RecvWqe&& r);
 // RoCE: the receive of message `msn` carried immediate data; `rdma_len`: it was consumed by an
 // RDMA Write with Immediate of that many bytes (placed elsewhere). The message must be placed.
+// The message of `msn` asked for a solicited event (its completion says so: Wc::solicited).
+void set_recv_solicited(Qp& qp, std::uint32_t msn);
 void set_recv_imm(Qp& qp, std::uint32_t msn, std::uint32_t imm, std::optional<std::uint64_t> rdma_len);
 // Completes receives in MSN order: the front buffer when its message is whole and everything
 // before its last segment has been delivered (`delivered`: every position below it).

@@ -184,6 +184,12 @@ bool take_receive(Qp& qp, RecvWqe&& r) {
   return check_watermarks(qp);
 }
 
+void set_recv_solicited(Qp& qp, std::uint32_t msn) {
+  const std::int64_t idx = msn_index(qp, msn);
+  if (idx < 0 || static_cast<std::size_t>(idx) >= qp.rq.size()) return;
+  qp.rq[static_cast<std::size_t>(idx)].solicited = true;
+}
+
 void set_recv_imm(Qp& qp, std::uint32_t msn, std::uint32_t imm, std::optional<std::uint64_t> rdma_len) {
   const std::int64_t idx = msn_index(qp, msn);
   if (idx < 0 || static_cast<std::size_t>(idx) >= qp.rq.size()) return;
@@ -215,9 +221,9 @@ void complete_receives(Ctx& ctx, Qp& qp, Pos delivered) {
     }
     srq_completed(f.srq);
     rq_retire(qp);
-    push_wc(qp.init.recv_cq,
-            Wc{f.wr_id, f.rdma_imm ? WcOpcode::recv_rdma_imm : WcOpcode::recv, WcStatus::success,
-               static_cast<std::uint32_t>(f.msg_len), &qp, qp.init.context, f.srq, f.inv_stag, f.with_imm, f.imm});
+    push_wc(qp.init.recv_cq, Wc{f.wr_id, f.rdma_imm ? WcOpcode::recv_rdma_imm : WcOpcode::recv, WcStatus::success,
+                                static_cast<std::uint32_t>(f.msg_len), &qp, qp.init.context, f.srq, f.inv_stag,
+                                f.with_imm, f.imm, f.solicited});
     qp.rq.pop_front();
     qp.rq_allocated--;
     qp.recv_msn++;

@@ -27,6 +27,7 @@ void Rdmap::on_segment(Qp& qp, std::span<const std::uint8_t> body, Pos pos) {
     case w::RdmapOpcode::send_se_invalidate:
       fail(qp, place_untagged(ctx_, qp, s.msn, s.mo, s.payload, s.last, s.inv_stag,
                               w::opcode_info(s.opcode).carries_inv_stag, pos));
+      if (s.last && w::opcode_info(s.opcode).solicited) set_recv_solicited(qp, s.msn);
       return;
     case w::RdmapOpcode::rdma_write: fail(qp, place_tagged(ctx_, qp, s.stag, s.to, s.payload)); return;
     case w::RdmapOpcode::read_request: {

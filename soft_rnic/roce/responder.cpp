@@ -138,6 +138,7 @@ std::optional<Fault> Roce::execute_send(Qp& qp, const w::Packet& p, const w::OpI
     return f;
   s.send_off += p.payload.size();
   if (op.has(w::Has::imm)) set_recv_imm(qp, s.send_msn, *p.imm, std::nullopt);
+  if (op.has(w::Has::last) && p.solicited) set_recv_solicited(qp, s.send_msn);
   if (op.has(w::Has::last)) {
     s.in_send = false;
     s.msn++;
@@ -176,6 +177,7 @@ std::optional<Fault> Roce::execute_write(Qp& qp, const w::Packet& p, const w::Op
     const std::uint32_t msn = s.next_recv_msn++;
     if (auto f = place_untagged(ctx_, qp, msn, 0, {}, true, 0, false, psn)) return f;
     set_recv_imm(qp, msn, *p.imm, s.write_total);
+    if (p.solicited) set_recv_solicited(qp, msn);
   }
   return std::nullopt;
 }

@@ -431,6 +431,10 @@ Status DeviceImpl::roce_rts(Qp* qp, const RoceRts& a) {
   return roce_->rts(*qp, a);
 }
 
+void DeviceImpl::set_cq_notify_solicited(Cq* cq, bool solicited_only) {
+  cq->notify_solicited_only.store(solicited_only, std::memory_order_relaxed);
+}
+
 std::uint32_t DeviceImpl::qp_num(const Qp* qp) const {
   return qp->qpn;  // (set at creation, never changed)
 }

@@ -77,6 +77,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   Status roce_rtr(Qp* qp, const RoceRtr& a) override;
   Status roce_rts(Qp* qp, const RoceRts& a) override;
   std::uint32_t qp_num(const Qp* qp) const override;
+  void set_cq_notify_solicited(Cq* cq, bool solicited_only) override;
   Status set_qp_access(Qp* qp, Access remote) override;
 
   // ---- Data path ----

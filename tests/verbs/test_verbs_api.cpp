@@ -482,6 +482,52 @@ TEST_F(Verbs, ACompletionChannelIsAPollableFdThatMayBeNonBlocking) {
   EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
 }
 
+TEST_F(Verbs, ASolicitedOnlyArmingWakesForASolicitedSendOnly) {
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq* rcq = ibv_create_cq(ctx, 16, nullptr, ch, 0);
+  ASSERT_NE(rcq, nullptr);
+  ASSERT_EQ(ibv_destroy_qp(b), 0);
+  {
+    ibv_qp_init_attr ia{};
+    ia.send_cq = cq;
+    ia.recv_cq = rcq;  // b's receives complete on the channel's CQ
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    ia.qp_type = IBV_QPT_RC;
+    b = ibv_create_qp(pd, &ia);
+  }
+  ASSERT_NE(b, nullptr);
+  connect();
+  ASSERT_EQ(post_recv(b, 1, 0, 64), 0);
+  ASSERT_EQ(post_recv(b, 2, 64, 64), 0);
+  ASSERT_EQ(ibv_req_notify_cq(rcq, 1), 0);
+  ibv_sge g = sge(256, 16);
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_SEND;
+  wr.sg_list = &g;
+  wr.num_sge = 1;
+  ASSERT_EQ(post(a, wr), 0);  // not solicited
+  ASSERT_EQ(wait(1).size(), 1u);
+  ASSERT_EQ(wait(1, rcq).size(), 1u);  // it arrived ...
+  pollfd p{ch->fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 100), 0);  // ... and woke nobody
+  wr.send_flags = IBV_SEND_SOLICITED;
+  ASSERT_EQ(post(a, wr), 0);
+  ASSERT_EQ(poll(&p, 1, 5000), 1);
+  ibv_cq* got = nullptr;
+  void* got_ctx = nullptr;
+  ASSERT_EQ(ibv_get_cq_event(ch, &got, &got_ctx), 0);
+  EXPECT_EQ(got, rcq);
+  ibv_ack_cq_events(rcq, 1);
+  EXPECT_EQ(wait(1, rcq).size(), 1u);
+  wait(1);
+  ASSERT_EQ(ibv_destroy_qp(b), 0);
+  b = nullptr;
+  EXPECT_EQ(ibv_destroy_cq(rcq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
 // Reads one async event (2 s at most).
 bool async_event(ibv_context* c, ibv_async_event& ev) {
   pollfd p{c->async_fd, POLLIN, 0};

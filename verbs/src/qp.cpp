@@ -340,10 +340,10 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* out) {
   return got;
 }
 
-int req_notify_cq(ibv_cq* cq, int) {
-  // Solicited-only arming wakes on every completion, a superset of what it asks (docs/verbs.md).
+int req_notify_cq(ibv_cq* cq, int solicited_only) {
   auto* v = reinterpret_cast<VCq*>(cq);
   if (!v->channel) return EINVAL;
+  v->ctx->dev->set_cq_notify_solicited(v->c, solicited_only != 0);
   v->armed.store(true);
   return 0;
 }

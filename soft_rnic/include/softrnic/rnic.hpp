@@ -182,6 +182,7 @@ struct Wc {
   std::uint32_t invalidated_stag = 0;  // recv of a Send with Invalidate: the window it invalidated
   bool with_imm = false;               // recv: the message carried immediate data
   std::uint32_t imm = 0;               // its 4 bytes as they came (network order, opaque)
+  bool solicited = false;              // recv: the message asked for a solicited event (its SE bit)
 };
 
 // rdma_read: sgl (one SGE) is the local sink, rkey/remote_addr the remote source.
@@ -437,6 +438,9 @@ class Device {
   virtual std::size_t poll_cq(Cq* cq, std::span<Wc> out) = 0;
   // Completions waiting on the CQ.
   virtual std::size_t cq_count(Cq* cq) = 0;
+  // Which completions call the CQ's notify: every one (the default), or only those of solicited
+  // messages and those in error (a verbs consumer's ibv_req_notify_cq(cq, 1)).
+  virtual void set_cq_notify_solicited(Cq* cq, bool solicited_only) = 0;
   // Whether the CQ holds no completion, without taking its lock (a completion pushed
   // concurrently may be seen on the next call).
   virtual bool cq_empty(const Cq* cq) const = 0;
