@@ -25,6 +25,19 @@ for t in softrnic_info softrnic_scenario softrnic_bench softrnic_connect softrni
   "$prefix/bin/$t" --help >/dev/null 2>&1 || fail "$t --help failed"
 done
 readelf -d "$lib" | grep -qE 'RPATH|RUNPATH' && fail "the provider keeps a run path"
+# the verbs door (docs/verbs.md), when the build had rdma-core's headers: its libibverbs.so.1 in a
+# directory of its own, no run path, and the installed launcher finds it
+if grep -q '^IBVERBS_INCLUDE_DIR:PATH=/' "$build/CMakeCache.txt"; then
+  vlib=$prefix/$libdir/softrnic/verbs/libibverbs.so.1
+  [[ -f $vlib ]] || fail "no $vlib"
+  [[ $(readelf -d "$vlib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p') == libibverbs.so.1 ]] || fail "$vlib: soname not libibverbs.so.1"
+  readelf -d "$vlib" | grep -qE 'RPATH|RUNPATH' && fail "the verbs library keeps a run path"
+  [[ -e $prefix/$libdir/libibverbs.so.1 ]] && fail "libibverbs.so.1 installed in the loader's path"
+  "$prefix/bin/softrnic_run" --help >/dev/null 2>&1 || fail "softrnic_run --help failed"
+  if command -v ibv_devices >/dev/null; then
+    "$prefix/bin/softrnic_run" -- ibv_devices | grep -q softrnic_roce0 || fail "the installed softrnic_run: ibv_devices lists no softrnic_roce0"
+  fi
+fi
 # the man pages (docs/man), when the build found go-md2man to generate them
 if grep -q '^GO_MD2MAN:FILEPATH=/' "$build/CMakeCache.txt"; then
   for m in man7/softrnic.7 man1/softrnic_info.1 man1/softrnic_scenario.1 man1/softrnic_bench.1; do
