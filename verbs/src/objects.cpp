@@ -41,8 +41,13 @@ Context* ctx_pd(ibv_pd* pd) {
   return ctx_of(pd->context);
 }
 
-// A completion of the CQ: one event down its channel if it was armed.
+// A completion of the CQ: one event down its channel if it was armed. The fence orders the
+// completion's publication before the look at `armed`, as ibv_req_notify_cq's store of `armed`
+// (seq_cst) comes before the consumer's poll: else each side may see the other's old value (a
+// store buffer lets a load pass an earlier store, on x86 too), the consumer finding the CQ empty
+// and this finding it unarmed, and the event is lost (ibv_rc_pingpong -e hung both ends).
 void cq_notify(VCq* v) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!v->armed.load(std::memory_order_relaxed) || !v->armed.exchange(false)) return;
   ibv_cq* cq = &v->cq;
   if (::write(v->channel->wr, &cq, sizeof cq) != static_cast<ssize_t>(sizeof cq)) {

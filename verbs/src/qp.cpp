@@ -287,7 +287,7 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   for (; wr; wr = wr->next) {
     int e = 0;
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > v->cap.max_recv_sge) e = EINVAL;
-    if (!e && state_of(v) == IBV_QPS_RESET) e = EINVAL;
+    if (!e && !v->init && dev_of(v)->qp_state(v->q) == QpState::idle) e = EINVAL;  // RESET takes none
     if (!e) {
       for (int i = 0; i < wr->num_sge; ++i)
         sges[i] = Sge{wr->sg_list[i].lkey, wr->sg_list[i].addr, wr->sg_list[i].length};
@@ -344,7 +344,7 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
   auto* v = reinterpret_cast<VCq*>(cq);
   if (!v->channel) return EINVAL;
   v->ctx->dev->set_cq_notify_solicited(v->c, solicited_only != 0);
-  v->armed.store(true);
+  v->armed.store(true, std::memory_order_seq_cst);  // (before the consumer's poll: cq_notify)
   return 0;
 }
 
