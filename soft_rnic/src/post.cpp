@@ -204,13 +204,7 @@ Status DeviceImpl::check_send(const Qp& qp, const SendWr& wr, std::uint64_t& tot
 }
 
 void DeviceImpl::take_send(Qp& qp, const SendWr& wr, std::uint64_t total, Access sink_access) {
-  const bool read = wr.opcode == SendOpcode::rdma_read;
-  const WcOpcode wc_op = read                                      ? WcOpcode::rdma_read
-                         : wr.opcode == SendOpcode::rdma_write     ? WcOpcode::rdma_write
-                         : wr.opcode == SendOpcode::rdma_write_imm ? WcOpcode::rdma_write_imm
-                         : wr.opcode == SendOpcode::cmp_swap       ? WcOpcode::cmp_swap
-                         : wr.opcode == SendOpcode::fetch_add      ? WcOpcode::fetch_add
-                                                                   : WcOpcode::send;
+  const WcOpcode wc_op = wc_opcode_of(wr);
   if (qp.state != QpState::rts || qp.cm != CmPhase::connected) {
     // The connection began to close after the post checked: the request is not issued, and is
     // flushed after everything posted before it (at once when nothing is).

@@ -77,10 +77,10 @@ struct Verbs : ::testing::Test {
     }
   }
 
-  ibv_qp* make_qp(ibv_srq* srq = nullptr, ibv_cq* send_cq = nullptr) {
+  ibv_qp* make_qp(ibv_srq* srq = nullptr, ibv_cq* send_cq = nullptr, ibv_cq* recv_cq = nullptr) {
     ibv_qp_init_attr ia{};
     ia.send_cq = send_cq ? send_cq : cq;
-    ia.recv_cq = cq;
+    ia.recv_cq = recv_cq ? recv_cq : cq;
     ia.srq = srq;
     ia.cap.max_send_wr = ia.cap.max_recv_wr = 32;
     ia.cap.max_send_sge = ia.cap.max_recv_sge = 2;
@@ -488,15 +488,7 @@ TEST_F(Verbs, ASolicitedOnlyArmingWakesForASolicitedSendOnly) {
   ibv_cq* rcq = ibv_create_cq(ctx, 16, nullptr, ch, 0);
   ASSERT_NE(rcq, nullptr);
   ASSERT_EQ(ibv_destroy_qp(b), 0);
-  {
-    ibv_qp_init_attr ia{};
-    ia.send_cq = cq;
-    ia.recv_cq = rcq;  // b's receives complete on the channel's CQ
-    ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
-    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-    ia.qp_type = IBV_QPT_RC;
-    b = ibv_create_qp(pd, &ia);
-  }
+  b = make_qp(nullptr, nullptr, rcq);  // b's receives complete on the channel's CQ
   ASSERT_NE(b, nullptr);
   connect();
   ASSERT_EQ(post_recv(b, 1, 0, 64), 0);

@@ -8,6 +8,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -122,6 +123,17 @@ struct VAh {
 
 // What a post or a verb's Status is as an errno (rxe's where it has one).
 int to_errno(Status s);
+
+// A verb's failure as rdma-core reports it for those that return an object: NULL, errno set.
+template <typename T>
+T* fail(int e) {
+  errno = e;
+  return nullptr;
+}
+
+// The IPv4 address of a RoCEv2 GID ::ffff:a.b.c.d; false for any other GID (softrnic has no
+// IPv6 path).
+bool ipv4_of(const ibv_gid& g, std::uint32_t& ip);
 
 inline Context* ctx_of(ibv_context* c) {
   return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));

@@ -16,12 +16,6 @@ using namespace softrnic::verbs;
 
 namespace {
 
-template <typename T>
-T* fail(int e) {
-  errno = e;
-  return nullptr;
-}
-
 // IBTA o10-37: remote write or atomic access needs local write.
 bool access_of(unsigned flags, Access& out) {
   constexpr unsigned kKnown =
@@ -257,14 +251,12 @@ int ibv_destroy_srq(ibv_srq* srq) {
 
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   // RoCEv2 reaches an IPv4 address: the GRH's destination GID must be ::ffff:a.b.c.d.
-  const std::uint8_t* g = attr->grh.dgid.raw;
-  static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-  if (!attr->is_global || std::memcmp(g, kMapped, 12) != 0) return fail<ibv_ah>(EINVAL);
+  std::uint32_t ip = 0;
+  if (!attr->is_global || !ipv4_of(attr->grh.dgid, ip)) return fail<ibv_ah>(EINVAL);
   auto* v = new VAh;
   v->ah.context = pd->context;
   v->ah.pd = pd;
-  v->to.ip = static_cast<std::uint32_t>(g[12]) << 24 | static_cast<std::uint32_t>(g[13]) << 16 |
-             static_cast<std::uint32_t>(g[14]) << 8 | g[15];
+  v->to.ip = ip;
   return &v->ah;
 }
 

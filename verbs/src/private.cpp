@@ -9,15 +9,7 @@
 
 #include "abi.hpp"
 
-namespace {
-
-template <typename T>
-T* unsupported() {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-
-}  // namespace
+using softrnic::verbs::fail;
 
 extern "C" {
 
@@ -31,10 +23,10 @@ void verbs_init_cq(void*, void*, void*, void*) {}
 void verbs_uninit_context(void*) {}
 void __verbs_log(void*, const char*, ...) {}
 void* verbs_open_device(ibv_device*, void*) {
-  return unsupported<void>();
+  return fail<void>(EOPNOTSUPP);
 }
 void* _verbs_init_and_alloc_context(ibv_device*, int, std::size_t, std::size_t, std::uint32_t) {
-  return unsupported<void>();
+  return fail<void>(EOPNOTSUPP);
 }
 unsigned int __ioctl_final_num_attrs(unsigned int num_attrs, void*) {
   return num_attrs;
@@ -243,7 +235,7 @@ int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
   return EOPNOTSUPP;
 }
 ibv_ah* ibv_create_ah_from_wc(ibv_pd*, ibv_wc*, ibv_grh*, uint8_t) {
-  return unsupported<ibv_ah>();
+  return fail<ibv_ah>(EOPNOTSUPP);
 }
 int ibv_init_ah_from_wc(ibv_context*, uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) {
   errno = EOPNOTSUPP;
@@ -266,16 +258,16 @@ int ibv_query_qp_data_in_order(ibv_qp*, ibv_wr_opcode, uint32_t) {
 }
 // Sharing objects between processes through a kernel file descriptor.
 ibv_context* ibv_import_device(int) {
-  return unsupported<ibv_context>();
+  return fail<ibv_context>(EOPNOTSUPP);
 }
 ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
-  return unsupported<ibv_pd>();
+  return fail<ibv_pd>(EOPNOTSUPP);
 }
 ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
-  return unsupported<ibv_mr>();
+  return fail<ibv_mr>(EOPNOTSUPP);
 }
 ibv_dm* ibv_import_dm(ibv_context*, uint32_t) {
-  return unsupported<ibv_dm>();
+  return fail<ibv_dm>(EOPNOTSUPP);
 }
 void ibv_unimport_pd(ibv_pd*) {}
 void ibv_unimport_mr(ibv_mr*) {}

@@ -6,6 +6,7 @@
 // Device::modify_qp(error), RESET from anywhere else Device::modify_qp(idle) after error.
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "abi.hpp"
 
@@ -15,12 +16,6 @@ using namespace softrnic::verbs;
 namespace {
 
 constexpr std::uint32_t kMaxInline = 512;
-
-template <typename T>
-T* fail(int e) {
-  errno = e;
-  return nullptr;
-}
 
 Device* dev_of(VQp* v) {
   return v->ctx->dev;
@@ -57,15 +52,6 @@ bool valid_caps(const ibv_qp_init_attr* a, const Limits& l) {
   const ibv_qp_cap& c = a->cap;
   return c.max_send_wr <= l.max_qp_wr && c.max_recv_wr <= l.max_qp_wr && c.max_send_sge <= l.max_sge &&
          c.max_recv_sge <= l.max_sge && c.max_inline_data <= kMaxInline && a->send_cq && a->recv_cq;
-}
-
-// IPv4 of a RoCEv2 GID ::ffff:a.b.c.d; false for any other GID (softrnic has no IPv6 path).
-bool ipv4_of(const ibv_gid& g, std::uint32_t& ip) {
-  static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-  if (std::memcmp(g.raw, kMapped, 12) != 0) return false;
-  ip = static_cast<std::uint32_t>(g.raw[12]) << 24 | static_cast<std::uint32_t>(g.raw[13]) << 16 |
-       static_cast<std::uint32_t>(g.raw[14]) << 8 | g.raw[15];
-  return true;
 }
 
 std::uint32_t mtu_bytes(ibv_mtu m) {
@@ -203,11 +189,25 @@ void to_ibv_wc(const Wc& w, ibv_wc& o) {
   }
 }
 
+// A work request's SGE list as softrnic's, into `out` (room for any QP's max_sge); EINVAL for more
+// than `max`, as rxe answers.
+int to_sges(const ibv_sge* list, int num, std::uint32_t max, Sge* out) {
+  if (num < 0 || static_cast<std::uint32_t>(num) > max) return EINVAL;
+  for (int i = 0; i < num; ++i) out[i] = Sge{list[i].lkey, list[i].addr, list[i].length};
+  return 0;
+}
+
+// One ibv_recv_wr as softrnic's, its SGEs into `sges`.
+int to_recv_wr(const ibv_recv_wr* wr, std::uint32_t max_sge, Sge* sges, RecvWr& out) {
+  if (const int e = to_sges(wr->sg_list, wr->num_sge, max_sge, sges)) return e;
+  out = RecvWr{wr->wr_id, {sges, static_cast<std::size_t>(wr->num_sge)}};
+  return 0;
+}
+
 // One ibv_send_wr as softrnic's (its SGEs into `sges`; inline data copied into the QP's region).
 int to_send_wr(VQp* v, const ibv_send_wr* wr, SendWr& out, Sge* sges) {
-  if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > v->cap.max_send_sge) return EINVAL;
+  if (const int e = to_sges(wr->sg_list, wr->num_sge, v->cap.max_send_sge, sges)) return e;
   std::size_t n = static_cast<std::size_t>(wr->num_sge);
-  for (std::size_t i = 0; i < n; ++i) sges[i] = Sge{wr->sg_list[i].lkey, wr->sg_list[i].addr, wr->sg_list[i].length};
   out.wr_id = wr->wr_id;
   out.signaled = v->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
   out.fence = (wr->send_flags & IBV_SEND_FENCE) != 0;
@@ -285,14 +285,10 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   auto* v = reinterpret_cast<VQp*>(qp);
   Sge sges[32];
   for (; wr; wr = wr->next) {
-    int e = 0;
-    if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > v->cap.max_recv_sge) e = EINVAL;
+    RecvWr r;
+    int e = to_recv_wr(wr, v->cap.max_recv_sge, sges, r);
     if (!e && !v->init && dev_of(v)->qp_state(v->q) == QpState::idle) e = EINVAL;  // RESET takes none
-    if (!e) {
-      for (int i = 0; i < wr->num_sge; ++i)
-        sges[i] = Sge{wr->sg_list[i].lkey, wr->sg_list[i].addr, wr->sg_list[i].length};
-      e = to_errno(dev_of(v)->post_recv(v->q, RecvWr{wr->wr_id, {sges, static_cast<std::size_t>(wr->num_sge)}}));
-    }
+    if (!e) e = to_errno(dev_of(v)->post_recv(v->q, r));
     if (e) {
       *bad = wr;
       return e;
@@ -305,13 +301,9 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   auto* v = reinterpret_cast<VSrq*>(srq);
   Sge sges[32];
   for (; wr; wr = wr->next) {
-    int e = 0;
-    if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > v->max_sge) e = EINVAL;
-    if (!e) {
-      for (int i = 0; i < wr->num_sge; ++i)
-        sges[i] = Sge{wr->sg_list[i].lkey, wr->sg_list[i].addr, wr->sg_list[i].length};
-      e = to_errno(v->ctx->dev->post_srq_recv(v->s, RecvWr{wr->wr_id, {sges, static_cast<std::size_t>(wr->num_sge)}}));
-    }
+    RecvWr r;
+    int e = to_recv_wr(wr, v->max_sge, sges, r);
+    if (!e) e = to_errno(v->ctx->dev->post_srq_recv(v->s, r));
     if (e) {
       *bad = wr;
       return e;
@@ -331,10 +323,16 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* out) {
   Wc wc[16];
   while (got < n) {
     const std::size_t k = dev->poll_cq(v->c, std::span<Wc>(wc, std::min<std::size_t>(16, n - got)));
+    // The SRQ buffers taken off, told once per run of one SRQ (srq_reaped takes the device lock).
+    Srq* srq = nullptr;
+    std::uint32_t reaped = 0;
     for (std::size_t i = 0; i < k; ++i) {
       to_ibv_wc(wc[i], out[got++]);
-      if (wc[i].srq) dev->srq_reaped(wc[i].srq, 1);
+      if (wc[i].srq != srq && reaped) dev->srq_reaped(srq, std::exchange(reaped, 0));
+      srq = wc[i].srq;
+      if (srq) reaped++;
     }
+    if (reaped) dev->srq_reaped(srq, reaped);
     if (k < 16) break;
   }
   return got;

@@ -100,6 +100,14 @@ int to_errno(Status s) {
   return EINVAL;
 }
 
+bool ipv4_of(const ibv_gid& g, std::uint32_t& ip) {
+  static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  if (std::memcmp(g.raw, kMapped, 12) != 0) return false;
+  ip = static_cast<std::uint32_t>(g.raw[12]) << 24 | static_cast<std::uint32_t>(g.raw[13]) << 16 |
+       static_cast<std::uint32_t>(g.raw[14]) << 8 | g.raw[15];
+  return true;
+}
+
 void raise_async(Context* ctx, ibv_event_type type, void* element) {
   ibv_async_event ev{};
   ev.event_type = type;
