@@ -590,8 +590,11 @@ class UdpNetdev final : public Netdev {
   std::size_t receive(int fd, std::span<RxFrame> out) {
     // A consumer that spins mostly finds nothing, then one datagram: recvfrom costs ~0.1 us less
     // than recvmmsg for that. After a datagram, more may follow: the next call takes a burst, and
-    // a burst of at most one goes back to single reads.
-    if (rx_single_) {
+    // a burst of at most one goes back to single reads. But while datagrams come in pairs (a
+    // RoCEv2 reply with the ACK the peer sent behind it in one system call), a single read takes
+    // the first and leaves the second to another call, on the path of a consumer that waits for
+    // that ACK (a verbs ping-pong, each Send signaled): then a burst reads both at once.
+    if (rx_single_ && !pairs_) {
       sockaddr_in src{};
       socklen_t sl = sizeof src;
       const ssize_t r =
@@ -602,6 +605,7 @@ class UdpNetdev final : public Netdev {
         return 0;
       }
       rx_single_ = false;
+      after_single_ = true;
       note_run(1);
       return deliver(out[0], static_cast<std::size_t>(r), static_cast<std::size_t>(r) > out[0].cap, from_sockaddr(src))
                  ? 1
@@ -622,6 +626,10 @@ class UdpNetdev final : public Netdev {
     }
     const int r = ::recvmmsg(fd, msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
     rx_single_ = r <= 1;
+    if (std::exchange(after_single_, false))
+      pairs_ = r >= 1;  // the datagram a single read took had company, or came alone
+    else if (r == 1)
+      pairs_ = false;
     // (fewer than asked: the queue was seen empty, which ends a run of back-to-back datagrams)
     if (r > 0) note_run(static_cast<std::uint32_t>(r));
     if (r < static_cast<int>(n)) burst_run_ = 0;
@@ -741,6 +749,8 @@ class UdpNetdev final : public Netdev {
   AtomicNetdevStats stats_;
   std::array<std::uint8_t, 2048> tx_gather_;  // a lone small frame, made contiguous
   bool rx_single_ = true;                     // the next receive reads one datagram (see receive)
+  bool after_single_ = false;                 // the last receive was a single read that got one
+  bool pairs_ = false;                        // datagrams come two or more at once (see receive)
   bool drain_main_ = false;                   // a peer got its own socket: read the main one until empty first
   bool share_port_ = false;
   bool gso_ = false;                                  // runs of equal-sized frames go as one UDP GSO send

@@ -46,7 +46,9 @@ void Engine::run() {
       // another thread, its CNO or EVD is being freed), so it is passed on, or the consumer
       // would sleep until a frame or its timeout. (A wake() before the consumer blocked is seen
       // by wait_progress through wakes_seen.)
+      thread_waits_.store(true);  // (before next_wait looks: wake_if_due)
       nd_.wait_rx(next_wait());
+      thread_waits_.store(false, std::memory_order_relaxed);
       if (driver_.load()) nd_.wake();
     }
     std::lock_guard lk(mu_);
@@ -66,6 +68,7 @@ bool Engine::wait_progress(std::chrono::microseconds max, std::uint64_t wakes_se
     std::lock_guard lk(mu_);
     now = Clock::now();
     p_->poll(now);
+    wake_if_due();
   }
   // Back to the progress thread unless the consumer comes back soon (as after a busy poll).
   consumer_until_ns_.store(ns_of(now + kConsumerPollGrace), std::memory_order_relaxed);
@@ -83,7 +86,19 @@ bool Engine::progress(std::chrono::microseconds drive_for) {
     raise_consumer_until(*now + drive_for);
   }
   std::unique_lock lk(mu_, std::try_to_lock);
-  return !lk.owns_lock() || p_->poll(now) > 0;
+  if (!lk.owns_lock()) return true;
+  const bool got = p_->poll(now) > 0;
+  wake_if_due();
+  return got;
+}
+
+// A consumer's round can leave work due at once (an ACK held for the consumer's reply) while
+// the progress thread sleeps in the netdev with a timeout it chose before: if the consumer then
+// stops polling, nothing else would run the next round until a frame came (a peer that waits
+// for that ACK sends none until its ACK timeout). Under the device lock: the thread's next_wait
+// takes it after raising thread_waits_, so one of the two sees the other.
+void Engine::wake_if_due() {
+  if (thread_waits_.load() && p_->next_wait().count() == 0) nd_.wake();
 }
 
 bool Engine::defers_posts() const {

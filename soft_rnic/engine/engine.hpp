@@ -57,6 +57,7 @@ class Engine {
  private:
   void run();
   std::chrono::microseconds next_wait();
+  void wake_if_due();  // under the device lock, after a consumer's round
   static std::int64_t ns_of(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   }
@@ -73,6 +74,7 @@ class Engine {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::atomic<std::uint64_t> wakes_{0};             // wake() calls: a driver sees one whose netdev token it missed
+  std::atomic<bool> thread_waits_{false};           // the progress thread is in wait_rx (or about to be)
   std::atomic<bool> driver_{false};                 // a consumer drives the engine in wait_progress
   std::atomic<std::int64_t> consumer_until_ns_{0};  // a consumer drives the engine until then (steady clock, ns)
   std::atomic<std::uint32_t> progress_calls_{0};    // progress(): the clock is read every kClockEvery calls

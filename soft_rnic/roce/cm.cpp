@@ -34,6 +34,12 @@ constexpr auto kLingerTime = 5000ms;  // a closed connection answers repeated DR
 constexpr auto kOobQuiet = 250ms;
 constexpr auto kReqExpiry = 120s;  // a request the consumer never decides on goes then
 constexpr std::size_t kMaxPendingReqs = 1024;
+// A REQ for a port nobody listens on waits this long for a listener before its REJ: a server
+// that listens moments after its client learned the port from it finds the request waiting
+// (perftest -R connects its data QPs as soon as the handshake on its control connection is
+// done, and its server listens only after the same steps: Linux's slower address resolution
+// hides that race, and Debian's perftest 4.5 crashes when the connection is refused).
+constexpr auto kListenGrace = 100ms;
 constexpr std::uint8_t kCmResponseTimeout = 20;  // what we advertise (rdma_cm: CMA_CM_RESPONSE_TIMEOUT)
 constexpr std::uint8_t kMaxCmRetries = 15;       // rdma_cm's CMA_MAX_CM_RETRIES
 constexpr std::uint8_t kMraTimeout = 24;         // an MRA asks for 4.096 us * 2^24 = 69 s
@@ -253,7 +259,24 @@ Status Roce::listen(std::uint64_t conn_qual, std::function<void(ConnRequest*, co
   if (port == 0) return Status::invalid_param;
   if (listeners_.count(port)) return Status::in_use;
   listeners_[port] = {conn_qual, std::move(on_request)};
+  std::vector<HeldReq> waiting;  // the requests that came a moment early
+  std::erase_if(held_reqs_, [&](const HeldReq& r) {
+    if (r.port != port) return false;
+    waiting.push_back(r);
+    return true;
+  });
+  for (const HeldReq& r : waiting) on_req(r.from, r.hdr, r.req);
   return Status::ok;
+}
+
+void Roce::hold_req(NetAddr from, const cm::MadHdr& h, const cm::Req& m, std::uint16_t port) {
+  for (const HeldReq& r : held_reqs_)
+    if (r.from.ip == from.ip && r.req.local_comm_id == m.local_comm_id) return;  // (sent again)
+  if (held_reqs_.size() >= kMaxPendingReqs) {
+    reject_req(wire_addr(from.ip), h.tid, m, cm::RejReason::invalid_service_id);
+    return;
+  }
+  held_reqs_.push_back({from, h, m, port, ctx_.rx_now + kListenGrace});
 }
 
 Status Roce::stop_listen(std::uint64_t conn_qual) {
@@ -300,7 +323,7 @@ void Roce::on_req(NetAddr from, const cm::MadHdr& h, const cm::Req& m) {
   }
   const auto l = listeners_.find(*port);
   if (l == listeners_.end()) {
-    reject_req(to, h.tid, m, cm::RejReason::invalid_service_id);
+    hold_req(from, h, m, *port);
     return;
   }
   if (m.transport_service_type != cm::kTransportRc) {
@@ -641,6 +664,11 @@ void Roce::cm_sweep(Clock::time_point now) {
     if (++l.tries >= 4) l.dreq = false;
   }
   std::erase_if(lingers_, [&](const Linger& l) { return now >= l.expiry; });
+  std::erase_if(held_reqs_, [&](const HeldReq& r) {
+    if (now < r.until) return false;
+    reject_req(wire_addr(r.from.ip), r.hdr.tid, r.req, cm::RejReason::invalid_service_id);
+    return true;
+  });
   for (std::size_t i = 0; i < reqs_.size();) {
     Request* r = reqs_[i];
     if (!r->qp && r->phase == ReqPhase::pending && now - r->arrived > kReqExpiry) {

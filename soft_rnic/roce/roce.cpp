@@ -205,14 +205,14 @@ std::size_t Roce::poll(std::optional<Clock::time_point> now) {
     got += n;
     if (n < kRxBurst) break;
   }
-  flush_acks();
+  flush_acks(got != 0);
   if (now) timers(*now);
   return got;
 }
 
 std::chrono::microseconds Roce::next_wait() {
   if (!ack_list_.empty()) return std::chrono::microseconds(0);  // ACKs held for a round (flush_acks)
-  std::chrono::microseconds wait(lingers_.empty() ? 100000 : 10000);
+  std::chrono::microseconds wait(lingers_.empty() && held_reqs_.empty() ? 100000 : 10000);
   if (const auto t = timers_.next())
     wait =
         std::clamp(std::chrono::ceil<std::chrono::microseconds>(*t - Clock::now()), std::chrono::microseconds(1), wait);
@@ -312,7 +312,8 @@ bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint6
   RoceQp& s = st(qp);
   if (s.ack_pending && p.opcode != w::Opcode::ack) {
     // An ACK this QP owes leaves behind this packet, in the same system call (flush_acks).
-    s.ack_pending = s.ack_held = false;
+    s.ack_pending = false;
+    s.ack_waited = 0;
     send_ack(qp, w::kAethAck | w::kAethNoCredit, s.ack_psn);
   }
   if (tx_hold_ == 0) flush_tx();
@@ -331,27 +332,43 @@ void Roce::flush_tx() {
   tx_n_ = 0;
 }
 
-// ACKs asked for go out once per QP, for the latest PSN, one round after the one that received
-// what they acknowledge, or earlier behind a packet the QP sends (send_packet). RoCEv2 cannot
-// carry an acknowledgement on a request, so a ping-pong sent an ACK each way per message, each
-// its own system call; held a round, it leaves with the reply the consumer posts in between
-// (one system call, and the peer reads both at once). At most a round late: the next round
-// follows at once (next_wait).
-void Roce::flush_acks() {
+// ACKs asked for go out once per QP, for the latest PSN, at the end of a round after the one
+// that received what they acknowledge, or earlier behind a packet the QP sends (send_packet).
+// RoCEv2 cannot carry an acknowledgement on a request, so a ping-pong sent an ACK each way per
+// message, each its own system call; held, it leaves with the reply the consumer posts in between
+// (one system call, and the peer reads both at once). A consumer that waits for the ACK of its
+// own Send before it replies (perftest's latency tests: each Send signaled) replies only once
+// that ACK is here: the peer sent it behind the request we received, in the same system call,
+// but a round may read one datagram (the netdev reads one, then a burst) or run between the
+// two. So while requests of ours wait for their ACK the owed one waits too (at most
+// kAckHoldMax), and a round that receives frames holds it once more (kAckHoldRounds). The
+// next round follows at once (next_wait).
+void Roce::flush_acks(bool received) {
+  std::optional<Clock::time_point> now;
+  const auto awaits_own_ack = [&](const RoceQp& s) {
+    if (s.una_psn == s.next_psn) return false;
+    if (!now) now = Clock::now();
+    return *now - s.ack_owed_at < kAckHoldMax;
+  };
   std::size_t keep = 0;
   for (Qp* qp : ack_list_) {
     RoceQp& s = st(*qp);
-    if (s.ack_pending && !s.ack_held) {
-      s.ack_held = true;
+    if (s.ack_pending && s.ack_waited != 0 && s.ack_waited < kAckHoldRounds && awaits_own_ack(s)) {
+      ack_list_[keep++] = qp;
+      continue;
+    }
+    if (s.ack_pending && (s.ack_waited == 0 || (received && s.ack_waited < kAckHoldRounds))) {
+      s.ack_waited++;
       ack_list_[keep++] = qp;
       continue;
     }
     s.ack_listed = false;
     if (!s.ack_pending) {  // sent behind a packet, or given up (a NAK, a flush)
-      s.ack_held = false;
+      s.ack_waited = 0;
       continue;
     }
-    s.ack_pending = s.ack_held = false;
+    s.ack_pending = false;
+    s.ack_waited = 0;
     send_ack(*qp, w::kAethAck | w::kAethNoCredit, s.ack_psn);
   }
   ack_list_.resize(keep);
@@ -360,7 +377,8 @@ void Roce::flush_acks() {
 void Roce::send_owed_ack(Qp& qp) {
   RoceQp& s = st(qp);
   if (!s.ack_pending) return;
-  s.ack_pending = s.ack_held = false;
+  s.ack_pending = false;
+  s.ack_waited = 0;
   if (s.has_path) send_ack(qp, w::kAethAck | w::kAethNoCredit, s.ack_psn);
 }
 
@@ -370,8 +388,11 @@ void Roce::owe_ack(Qp& qp, Pos psn, bool now) {
     s.ack_listed = true;
     ack_list_.push_back(&qp);
   }
-  if (!s.ack_pending) s.ack_held = false;  // newly owed: held a round from here
-  if (now) s.ack_held = true;
+  if (!s.ack_pending) {  // newly owed: held from here
+    s.ack_waited = 0;
+    s.ack_owed_at = ctx_.rx_now;
+  }
+  if (now) s.ack_waited = kAckHoldRounds;
   s.ack_pending = true;
   s.ack_psn = psn;
 }

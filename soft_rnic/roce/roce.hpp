@@ -140,7 +140,10 @@ struct RoceQp final : TransportQp {
   std::deque<AnsweredRead> answered_reads;  // Reads (and atomics) answered, for duplicates
   std::deque<ReadResponseJob> read_jobs;    // Read responses still to send
   bool ack_pending = false;
-  bool ack_held = false;    // the pending ACK waits one more round for a packet of ours to go with
+  // The rounds the pending ACK has waited for a packet of ours to go with (flush_acks), besides
+  // those it waited for the ACK of our own requests; and since when it is owed.
+  std::uint8_t ack_waited = 0;
+  Clock::time_point ack_owed_at{};
   bool ack_listed = false;  // on ack_list_
   Pos ack_psn = 0;
 
@@ -275,7 +278,8 @@ class Roce final : public Transport, public engine::Pollable {
   // that change after the ICRC make a packet the peer drops).
   bool send_packet(Qp& qp, const wire::roce::Packet& p, const SglRef& sgl, std::uint64_t off, std::uint32_t len,
                    const Pd* pd, bool copy = false);
-  void flush_acks();
+  // `received`: this round received frames (the rest of a burst the peer sent may be among them).
+  void flush_acks(bool received);
   // An ACK through `psn` is owed (sent by flush_acks, or behind the QP's next packet); `now`: at
   // the end of this round, not held for the next.
   void owe_ack(Qp& qp, Pos psn, bool now);
@@ -346,6 +350,7 @@ class Roce final : public Transport, public engine::Pollable {
                   std::span<const std::uint8_t> pd = {});
   void cm_timer(Qp& qp, Clock::time_point now);
   void cm_sweep(Clock::time_point now);
+  void hold_req(NetAddr from, const wire::ibcm::MadHdr& h, const wire::ibcm::Req& m, std::uint16_t port);
   void start_linger(Qp& qp, bool dreq);
   bool known_req(const ConnRequest* r) const;
   void drop_req(Request* r);
@@ -381,6 +386,15 @@ class Roce final : public Transport, public engine::Pollable {
   std::map<std::uint16_t, std::pair<std::uint64_t, std::function<void(ConnRequest*, const ConnRequestInfo&)>>>
       listeners_;               // by rdma_cm port: conn_qual, callback
   std::vector<Request*> reqs_;  // received, not yet accepted or rejected (or accepted, waiting for the RTU)
+  // REQs for a port nobody listens on yet, held a moment before their REJ (cm.cpp: hold_req).
+  struct HeldReq {
+    NetAddr from;
+    wire::ibcm::MadHdr hdr;
+    wire::ibcm::Req req;
+    std::uint16_t port = 0;
+    Clock::time_point until;
+  };
+  std::vector<HeldReq> held_reqs_;
   std::vector<Linger> lingers_;
   std::uint32_t gsi_psn_ = 0;    // QP1's send PSN
   std::uint16_t gsi_sport_ = 0;  // QP1's UDP source port
@@ -396,6 +410,10 @@ class Roce final : public Transport, public engine::Pollable {
     std::vector<std::uint8_t> gathered;
   };
   static constexpr std::size_t kTxBatch = 32;
+  // The rounds an owed ACK waits at most for a packet of ours to go with (flush_acks), and the
+  // longest it waits while our own requests wait for the peer's ACK.
+  static constexpr std::uint8_t kAckHoldRounds = 2;
+  static constexpr std::chrono::microseconds kAckHoldMax{20};
   std::array<TxSlot, kTxBatch> tx_slots_;
   std::array<netdev::TxFrame, kTxBatch> tx_batch_;
   std::size_t tx_n_ = 0;

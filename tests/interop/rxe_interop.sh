@@ -290,6 +290,7 @@ if [ -e $share/sig/guest-ready ]; then
   timeout -k 5 $tool_timeout $h_cmd >host.log 2>&1; rc=\$?
 fi
 : >$share/sig/host-done
+echo "INTEROP-HOST-TOOL-EXIT \$rc"
 exit \$rc
 EOF
   else
@@ -307,7 +308,9 @@ while kill -0 \$p 2>/dev/null; do
   if [ -e $share/sig/guest-done ]; then n=\$((n+1)); [ \$n -lt 150 ] || kill \$p; fi
   sleep 0.1
 done
-wait \$p
+wait \$p; rc=\$?
+echo "INTEROP-HOST-TOOL-EXIT \$rc"
+exit \$rc
 EOF
   fi
 } >"$work/host.sh"
@@ -335,6 +338,8 @@ grep -q '^INTEROP-GUEST-TOOL-EXIT 0$' "$work/run.log" \
 g_line=$(grep -Em1 "$g_ok" "$share/guest.log" 2>/dev/null) || { ok=0; why+=("guest lacks /$g_ok/"); }
 if grep -Eq "$g_bad" "$share/guest.log" 2>/dev/null; then ok=0; why+=("guest: $(grep -Em1 "$g_bad" "$share/guest.log")"); fi
 h_line=$(grep -Em1 "$h_ok" "$work/host.log" 2>/dev/null) || { ok=0; why+=("host lacks /$h_ok/"); }
+# (the host tool's exit status says what its log may not: a signal is 128 + its number)
+[[ $ok == 1 ]] || why+=("host tool: $(grep -o 'INTEROP-HOST-TOOL-EXIT.*' "$work/run.log" | head -1)")
 if [[ $tool == perftest_* ]]; then
   pt_results=$(tr '\t' ' ' <"$share/guest.log" | grep -Ec "$g_ok" || true)
   [[ $pt_results == 1 ]] || { ok=0; why+=("perftest printed $pt_results result lines, not 1"); }

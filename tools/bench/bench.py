@@ -74,9 +74,11 @@ class Softrnic:
         except OSError:
             return False
 
-    def run(self, test, size, iters, window=16, poll="busy", timeout=120, warmup=None, signaled=False):
+    def run(self, test, size, iters, window=16, poll="busy", timeout=120, warmup=None, signaled=False,
+            wait_send=False):
         args = ["--ia", self.ia, "--test", test, "--size", str(size), "--iters", str(iters),
-                "--window", str(window), "--poll", poll] + (["--signaled"] if signaled else [])
+                "--window", str(window), "--poll", poll] + (["--signaled"] if signaled else []) + \
+            (["--wait-send"] if wait_send else [])
         if warmup is not None:
             args += ["--warmup", str(warmup)]
         srv = subprocess.Popen([self.exe, "server"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -192,7 +194,9 @@ def measure_udp(m, stacks, bench, size, iters):
         m["fi udp;ofi_rxd"] = lambda: peer_call("fi_pingpong", "udp;ofi_rxd", size, iters)
         if stacks.get("roce"):
             m["softrnic-roce"] = lambda: stacks["roce"].run("pingpong", size, iters)
-            # the verbs door on the same wire: perftest, unmodified (docs/verbs.md)
+            # the verbs door on the same wire: perftest, unmodified (docs/verbs.md), beside DAT doing what
+            # ib_send_lat does: each Send signaled, its completion (its ACK) awaited before the reply
+            m["softrnic-roce (wait-send)"] = lambda: stacks["roce"].run("pingpong", size, iters, wait_send=True)
             m["verbs-roce ib_send_lat"] = lambda: peer_call("perftest_lat", stacks["build"], size, iters)
         if stacks.get("roce_memif") and size <= 8000:
             m["softrnic-roce-memif"] = lambda: stacks["roce_memif"].run("pingpong", size, iters)
@@ -261,6 +265,8 @@ def reference(stack):
     the MPA/TCP rows (softrnic-tcp, kernel-tcp) against softrnic over MPA/TCP, the blocking rows against
     softrnic's blocking (dat_evd_wait) row of that wire, the rest against softrnic-udp; the event-driven
     (cno) and signaled rows have no peer of their kind and no ratio."""
+    if stack == "verbs-roce ib_send_lat":
+        return "softrnic-roce (wait-send)"  # the verbs door against DAT doing the same: what the door costs
     if stack.startswith("verbs-roce"):
         return "softrnic-roce"  # the verbs door against DAT on the same wire: what the door costs
     if stack.startswith("softrnic-roce"):

@@ -38,7 +38,8 @@ struct Options {
   std::size_t iters = 10000;
   std::size_t window = 16;
   std::size_t warmup = 200;
-  bool signaled = false;  // ping-pong Sends ask for their completion (as most DAT consumers post)
+  bool signaled = false;   // ping-pong Sends ask for their completion (as most DAT consumers post)
+  bool wait_send = false;  // ... and each side waits for it before it looks for the reply (perftest's order)
 };
 
 [[noreturn]] void die(const char* what, DAT_RETURN r) {
@@ -246,7 +247,10 @@ int serve(const Options& o) {
       const std::uint64_t s = n.wait_dto(n.rcv, "ping");
       n.post_send(n.slot(s, o.size), s, o.signaled);
       n.post_recv(n.slot(s, o.size), s);
-      if (o.signaled) n.reap(n.req, "echo sent");  // (the previous echo's: the ping carried its ack)
+      if (o.wait_send)
+        n.wait_dto(n.req, "echo sent");
+      else if (o.signaled)
+        n.reap(n.req, "echo sent");  // (the previous echo's: the ping carried its ack)
     }
     msgs = total;
   } else if (o.test == "msgrate") {
@@ -315,6 +319,7 @@ void client_pingpong(Node& n, const Options& o) {
     if (i == o.warmup) cpu0 = cpu_us();
     const auto t0 = Clock::now();
     n.post_send(n.slot(i, o.size), i, o.signaled);
+    if (o.wait_send) n.wait_dto(n.req, "ping sent");  // (its ACK: on RC, the Send completes then)
     const std::uint64_t s = n.wait_dto(n.rcv, "pong");
     const auto t1 = Clock::now();
     n.post_recv(n.slot(s, o.size), s);
@@ -446,10 +451,14 @@ int main(int argc, char** argv) {
   app.add_flag("--signaled", o.signaled,
                "ping-pong: each Send asks for its completion (DAT_COMPLETION_DEFAULT_FLAG, as most DAT consumers "
                "post), reaped after the round trip; else suppressed");
+  app.add_flag("--wait-send", o.wait_send,
+               "ping-pong: each Send is signaled and each side waits for its completion (on RC its ACK) before it "
+               "looks for the reply, as perftest's ib_send_lat does");
   app.add_option("--poll", o.poll,
                  "busy (spin on dat_evd_dequeue), wait (dat_evd_wait) or cno (dequeue; when empty, dat_cno_wait)")
       ->check(CLI::IsMember({"busy", "wait", "cno"}));
   CLI11_PARSE(app, argc, argv);
+  o.signaled = o.signaled || o.wait_send;
   if (o.role == "client" && o.port == 0) fail("--port: the server's port (its READY line) is needed");
   if (o.test == "pingpong" && o.size == 0) fail("--size: ping-pong needs at least one byte");
   if (o.test == "idle") o.poll = "wait";  // an idle consumer blocks; what is left is the stack's own cost
