@@ -449,6 +449,15 @@ Status DeviceImpl::set_qp_access(Qp* qp, Access remote) {
   return Status::ok;
 }
 
+Status DeviceImpl::set_qp_rd_atomic(Qp* qp, std::uint32_t ord, std::uint32_t ird) {
+  if (ord > ctx_.limits.max_rd || ird > ctx_.limits.max_rd) return Status::invalid_param;
+  std::lock_guard lk(mu_);
+  if (qp->state != QpState::idle || qp->cm != CmPhase::none) return Status::invalid_state;
+  qp->init.ord = qp->ord = ord;
+  qp->init.ird = qp->ird = ird;
+  return Status::ok;
+}
+
 Status DeviceImpl::create_srq(const SrqInit& init, Srq*& out) {
   std::lock_guard lk(mu_);
   if (!init.pd || !pd_set_.count(init.pd) || init.max_wr == 0 || init.max_wr > ctx_.limits.max_qp_wr ||

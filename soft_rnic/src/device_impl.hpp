@@ -79,6 +79,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   std::uint32_t qp_num(const Qp* qp) const override;
   void set_cq_notify_solicited(Cq* cq, bool solicited_only) override;
   Status set_qp_access(Qp* qp, Access remote) override;
+  Status set_qp_rd_atomic(Qp* qp, std::uint32_t ord, std::uint32_t ird) override;
 
   // ---- Data path ----
   // Posting: a post never waits for the device lock. When the lock is free (the usual case of a

@@ -28,11 +28,15 @@ readelf -d "$lib" | grep -qE 'RPATH|RUNPATH' && fail "the provider keeps a run p
 # the verbs door (docs/verbs.md), when the build had rdma-core's headers: its libibverbs.so.1 in a
 # directory of its own, no run path, and the installed launcher finds it
 if grep -q '^IBVERBS_INCLUDE_DIR:PATH=/' "$build/CMakeCache.txt"; then
-  vlib=$prefix/$libdir/softrnic/verbs/libibverbs.so.1
-  [[ -f $vlib ]] || fail "no $vlib"
-  [[ $(readelf -d "$vlib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p') == libibverbs.so.1 ]] || fail "$vlib: soname not libibverbs.so.1"
-  readelf -d "$vlib" | grep -qE 'RPATH|RUNPATH' && fail "the verbs library keeps a run path"
-  [[ -e $prefix/$libdir/libibverbs.so.1 ]] && fail "libibverbs.so.1 installed in the loader's path"
+  vlibs=(libibverbs.so.1)
+  grep -q '^RDMACM_INCLUDE_DIR:PATH=/' "$build/CMakeCache.txt" && vlibs+=(librdmacm.so.1)
+  for v in "${vlibs[@]}"; do
+    vlib=$prefix/$libdir/softrnic/verbs/$v
+    [[ -f $vlib ]] || fail "no $vlib"
+    [[ $(readelf -d "$vlib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p') == "$v" ]] || fail "$vlib: soname not $v"
+    readelf -d "$vlib" | grep -qE 'RPATH|RUNPATH' && fail "$vlib keeps a run path"
+    [[ -e $prefix/$libdir/$v ]] && fail "$v installed in the loader's path"
+  done
   "$prefix/bin/softrnic_run" --help >/dev/null 2>&1 || fail "softrnic_run --help failed"
   if command -v ibv_devices >/dev/null; then
     "$prefix/bin/softrnic_run" -- ibv_devices | grep -q softrnic_roce0 || fail "the installed softrnic_run: ibv_devices lists no softrnic_roce0"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Debian's own verbs programs (ibverbs-utils, perftest), unmodified, over softrnic's libibverbs.so.1:
+# Debian's own verbs programs (ibverbs-utils, rdmacm-utils, perftest), unmodified, over softrnic's
+# libibverbs.so.1 and librdmacm.so.1:
 #   verbs_test.sh BUILD_DIR CASE
 # Every program runs as an unprivileged user (nobody, when run as root) on a host without
 # /dev/infiniband, through the launcher (softrnic_run: LD_LIBRARY_PATH). A pair runs the server, then the client
@@ -133,8 +134,91 @@ case_perftest() {
   fi
 }
 
+# --- librdmacm (softrnic's librdmacm.so.1 beside its libibverbs.so.1) ---
+
+# This case's two addresses, 127.<x>.<y>.1 (server) and .2 (client): its own, so that the
+# server's device is where the program binds (a DAT test may hold 127.0.0.1 meanwhile).
+sub=$(( $(echo -n "$case_name" | cksum | cut -d' ' -f1) % 200 + 20 ))
+srv_ip=127.$sub.7.1
+cli_ip=127.$sub.7.2
+
+# cm_pair NAME SECONDS WIRE SERVER... -- CLIENT...: a server and a client connected through
+# rdma_cm, each on a softrnic device of WIRE (roce, tcp) at its own address.
+cm_pair() {
+  local name=$1 secs=$2 wire=$3
+  shift 3
+  local s=() c=()
+  while [ "$1" != -- ]; do s+=("$1"); shift; done
+  shift
+  c=("$@")
+  local srv=$work/$name.server cli=$work/$name.client
+  SOFTRNIC_VERBS="wire=$wire ip=$srv_ip" as_user timeout "$secs" "${s[@]}" >"$srv" 2>&1 &
+  local spid=$!
+  sleep 1  # (rdma_cm has nothing a script can watch for: the listen is in the program)
+  SOFTRNIC_VERBS="wire=$wire ip=$cli_ip" as_user timeout "$secs" "${c[@]}" >"$cli" 2>&1
+  local crc=$?
+  wait "$spid"
+  local src=$?
+  [ "$crc" = 0 ] && [ "$src" = 0 ] || fail_with "$work" "$name: server exit $src, client exit $crc" "$name.server" "$name.client"
+  if grep -qiE "error|failed|couldn't|unable|unhandled" "$srv" "$cli"; then
+    fail_with "$work" "$name: an error line" "$name.server" "$name.client"
+  fi
+  echo "ok: $name (${c[*]})"
+}
+
+# rping verifies every ping's data (-V) on both ends, 1000 of them, at 64 B and 64 KiB (rping
+# takes at most 65535), over RoCEv2 (IB CM) and over iWARP (MPA/TCP).
+case_rping() {
+  need rping
+  local w S
+  for w in roce tcp; do
+    for S in 64 65535; do
+      cm_pair "rping-$w-$S" 120 "$w" rping -s -a "$srv_ip" -p "$port" -V -C 1000 -S "$S" -- \
+        rping -c -a "$srv_ip" -p "$port" -V -C 1000 -S "$S"
+    done
+  done
+}
+
+# ucmatose: four connections at once, 100 messages each way on each.
+case_ucmatose() {
+  need ucmatose
+  local w
+  for w in roce tcp; do
+    cm_pair "ucmatose-$w" 120 "$w" ucmatose -b "$srv_ip" -p "$port" -c 4 -C 100 -- \
+      ucmatose -s "$srv_ip" -p "$port" -c 4 -C 100
+    expect "ucmatose ($w)" "ucmatose-$w.client" "test complete"
+    expect "ucmatose ($w)" "ucmatose-$w.server" "test complete"
+  done
+}
+
+# rdma_server and rdma_client: the synchronous endpoint calls (rdma_getaddrinfo, rdma_create_ep,
+# rdma_get_request) and rdma_verbs.h's posts.
+case_rdma_server() {
+  need rdma_server rdma_client
+  local w
+  for w in roce tcp; do
+    cm_pair "rdma_server-$w" 60 "$w" rdma_server -s "$srv_ip" -p "$port" -- rdma_client -s "$srv_ip" -p "$port"
+    expect "rdma_client ($w)" "rdma_server-$w.client" "rdma_client: end 0"
+    expect "rdma_server ($w)" "rdma_server-$w.server" "rdma_server: end 0"
+  done
+}
+
+# perftest 4.5 with -R: its control connection and its data QPs through rdma_cm, on both wires.
+case_perftest_cm() {
+  local prog=${1%_cm} w
+  need "$prog"
+  for w in roce tcp; do
+    cm_pair "$prog-R-$w" 120 "$w" "$prog" -R -p "$port" -n 200 -- "$prog" -R -p "$port" -n 200 "$srv_ip"
+    expect "$prog -R ($w)" "$prog-R-$w.client" '^\s*[0-9]+\s+[0-9]+\s+[0-9.]+'
+  done
+}
+
 case $case_name in
   devices) case_devices ;;
+  rping) case_rping ;;
+  ucmatose) case_ucmatose ;;
+  rdma_server) case_rdma_server ;;
+  ib_*_cm) case_perftest_cm "$case_name" ;;
   rc_pingpong) case_rc_pingpong ;;
   rc_pingpong_impaired) case_rc_pingpong_impaired ;;
   srq_pingpong) case_srq_pingpong ;;

@@ -98,6 +98,14 @@ struct VSrq {
   std::atomic<std::uint32_t> limit{0};  // the armed srq_limit (0: none)
 };
 
+// Where a QP's connection events go besides the async fd: librdmacm's id that connects it
+// (verbs/rdmacm). Called in the progress thread or a Device call, under the device lock: it may
+// not call the Device.
+struct CmSink {
+  virtual ~CmSink() = default;
+  virtual void on_event(const CmEvent& e) = 0;
+};
+
 // A QP: its verbs state beside softrnic's (RESET and INIT are both softrnic's idle), the
 // attributes the consumer set (ibv_query_qp returns them) and a bounce buffer for inline data.
 struct VQp {
@@ -114,6 +122,8 @@ struct VQp {
   std::vector<std::uint8_t> inline_buf;
   Mr* inline_mr = nullptr;
   std::uint64_t inline_next = 0;
+  std::mutex cm_mu;            // guards cm
+  std::shared_ptr<CmSink> cm;  // librdmacm's id, while one connects the QP
 };
 
 struct VAh {
@@ -122,7 +132,20 @@ struct VAh {
 };
 
 // What a post or a verb's Status is as an errno (rxe's where it has one).
-int to_errno(Status s);
+inline int to_errno(Status s) {
+  switch (s) {
+    case Status::ok: return 0;
+    case Status::insufficient_resources: return ENOMEM;
+    case Status::in_use: return EBUSY;
+    case Status::not_found: return ENOENT;
+    case Status::privileges_violation: return EFAULT;  // rxe: the pages could not be pinned
+    case Status::invalid_param:
+    case Status::invalid_state:
+    case Status::protection_violation:
+    case Status::length_error: return EINVAL;
+  }
+  return EINVAL;
+}
 
 // A verb's failure as rdma-core reports it for those that return an object: NULL, errno set.
 template <typename T>

@@ -36,6 +36,12 @@ ibv_qp_state state_of(VQp* v) {
 // The connection broke (retries spent, the peer's fatal NAK): the consumer hears it on the
 // async fd, and a QP on an SRQ also that its last receive is done (IBTA 11.6.3.1).
 void on_qp_event(VQp* v, const CmEvent& e) {
+  std::shared_ptr<CmSink> cm;
+  {
+    std::lock_guard lk(v->cm_mu);
+    cm = v->cm;
+  }
+  if (cm) cm->on_event(e);
   if (e.type != CmEventType::broken && e.type != CmEventType::disconnected) return;
   if (e.type == CmEventType::broken) raise_async(v->ctx, IBV_EVENT_QP_FATAL, &v->qp);
   if (v->qp.srq) raise_async(v->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, &v->qp);

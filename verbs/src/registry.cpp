@@ -85,21 +85,6 @@ std::vector<VDevice*>& devices(std::string& error) {
   return *list;
 }
 
-int to_errno(Status s) {
-  switch (s) {
-    case Status::ok: return 0;
-    case Status::insufficient_resources: return ENOMEM;
-    case Status::in_use: return EBUSY;
-    case Status::not_found: return ENOENT;
-    case Status::privileges_violation: return EFAULT;  // rxe: the pages could not be pinned
-    case Status::invalid_param:
-    case Status::invalid_state:
-    case Status::protection_violation:
-    case Status::length_error: return EINVAL;
-  }
-  return EINVAL;
-}
-
 bool ipv4_of(const ibv_gid& g, std::uint32_t& ip) {
   static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
   if (std::memcmp(g.raw, kMapped, 12) != 0) return false;

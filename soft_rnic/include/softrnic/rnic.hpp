@@ -456,6 +456,10 @@ class Device {
   // remote_atomic; all of them unless set): ibv_modify_qp's qp_access_flags. RoCEv2: a request
   // the QP does not allow is NAKed as an invalid request, as rxe does.
   virtual Status set_qp_access(Qp* qp, Access remote) = 0;
+  // The RDMA Reads and atomics an idle QP may have outstanding at its peer (ord) and takes from
+  // it at once (ird), which its next CM connection offers and negotiates down (rdma_cm's
+  // initiator_depth and responder_resources; QpInit's until then).
+  virtual Status set_qp_rd_atomic(Qp* qp, std::uint32_t ord, std::uint32_t ird) = 0;
   virtual QpCounters qp_counters(const Qp* qp) const = 0;
   virtual NetAddr qp_peer(const Qp* qp) const = 0;
   // Our end of the QP's connection: the address and port the peer sends to (over MPA/TCP the
