@@ -19,7 +19,7 @@ lib=$prefix/$libdir/libdaplsoftrnic.so.2
 soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 [[ $soname == libdaplsoftrnic.so.2 ]] || fail "soname '$soname', want libdaplsoftrnic.so.2"
 [[ ! -e $prefix/$libdir/libdaplsoftrnic.so ]] || fail "a development symlink was installed (a provider is loaded by its soname)"
-for t in softrnic_info softrnic_scenario softrnic_bench softrnic_connect softrnic_rping softrnic_perftest softrnic_rc_pingpong; do
+for t in softrnic_info softrnic_scenario softrnic_bench softrnic_connect softrnic_perftest softrnic_rc_pingpong; do
   [[ -x $prefix/bin/$t ]] || fail "no $prefix/bin/$t"
   readelf -d "$prefix/bin/$t" | grep -qE 'RPATH|RUNPATH' && fail "$t keeps a run path: $(readelf -d "$prefix/bin/$t" | grep -E 'RPATH|RUNPATH')"
   "$prefix/bin/$t" --help >/dev/null 2>&1 || fail "$t --help failed"

@@ -18,9 +18,8 @@
 #       softrnic_server: softrnic serves on 10.99.0.1, the guest connects
 # TOOL  dtest (default; -b 65536 -B 10), dtestsrq (-b 4096), dapltest_rw (client SR 256 server RW 4096
 #       server SR 256), dapltest_rr (the same with server RR 4096), rping (rdma-core's rping -V -v on
-#       siw against BUILD_DIR/tools/softrnic_rping: 10 validated pings of 100 bytes; both sides'
-#       data checked: the validating client's verdict, and every line the server printed compared
-#       with the pattern rping's client writes), reject (an MPA reject with private data each way:
+#       siw against itself on softrnic's librdmacm: 10 validated pings of 100 bytes; both sides
+#       printed every ping), reject (an MPA reject with private data each way:
 #       dtest's server on siw rejects softrnic_connect; softrnic_connect rejects rping on siw)
 #       perftest_send_lat, perftest_write_bw, perftest_read_bw (perftest's ib_send_lat -s 64,
 #       ib_write_bw / ib_read_bw -s 4096 (-o 4), -R -n 5 -F on siw against
@@ -129,20 +128,19 @@ case $tool in
     ok_srv='Server: Transaction Test Finished for this client'
     ;;
   rping)
-    # rdma-core's rping on siw (rdma_cm port 7174); softrnic's side is tools/softrnic_rping, which
-    # speaks rping's exchange through softrnic's own API. Both validate: the client compares the
-    # buffer the server wrote back with what it sent (-V), the server's printed ping data (-v)
-    # is compared here with rping's pattern.
+    # rdma-core's rping (rdma_cm port 7174) on both sides: on siw, and on the host unmodified over
+    # softrnic's librdmacm and libibverbs (softrnic_run, an iWARP device with this case's
+    # ia_params: VERBSPEC). Both validate: the client compares the buffer the server wrote back
+    # with what it sent (-V); each side prints every ping (-v), the last must be there.
     rping_n=10 rping_size=100
     ropts_="-C $rping_n -S $rping_size -V -v"
     srv="rping -s -a ADDR $ropts_" cli="rping -c -a ADDR $ropts_"
-    h_srv="$build/tools/softrnic_rping -s -a ADDR $ropts_ MPAOPTS"
-    h_cli="$build/tools/softrnic_rping -c -a ADDR --local $HOST_IP $ropts_ MPAOPTS"
+    h_srv="$build/bin/softrnic_run --verbs 'VERBSPEC' -- rping -s -a ADDR $ropts_"
+    h_cli="$build/bin/softrnic_run --verbs 'VERBSPEC' -- rping -c -a ADDR $ropts_"
     srv_ready_port=7174
     ok_srv="^server ping data: rdma-ping-$((rping_n - 1)): "
     ok_cli="^ping data: rdma-ping-$((rping_n - 1)): "
-    h_ok_srv="softrnic_rping: served $rping_n pings, data validated"
-    h_ok_cli="softrnic_rping: $rping_n pings, data validated"
+    h_ok_srv=$ok_srv h_ok_cli=$ok_cli
     ;;
   reject)
     # An MPA reject with private data, each way. softrnic client: OFA dapl's dtest server on siw
@@ -268,7 +266,7 @@ for ia in "$OUR_IA" "$SIW_IA"; do
   echo "$ia u2.0 nonthreadsafe default $lib dapl.2.0 \"$line_params\" \"\""
 done >"$conf"
 
-# softrnic_rping takes the MPA settings the DAT tools take from ia_params
+# the MPA tools take the MPA settings the DAT tools take from ia_params
 mpaopts=""
 for kv in $extra; do
   case $kv in
@@ -278,6 +276,7 @@ for kv in $extra; do
   esac
 done
 h_srv=${h_srv//MPAOPTS/$mpaopts} h_cli=${h_cli//MPAOPTS/$mpaopts}
+h_srv=${h_srv//VERBSPEC/$line_params} h_cli=${h_cli//VERBSPEC/$line_params}
 [[ $tool == reject && $role == softrnic_server ]] && srv_ready_port=7174
 if [[ $role == softrnic_client ]]; then
   g_cmd=$(fill_in "$srv" "$SIW_IA" "$GUEST_IP") h_cmd=$(fill_in "$h_cli" "$OUR_IA" "$GUEST_IP")

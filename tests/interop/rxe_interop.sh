@@ -102,21 +102,19 @@ case $tool in
     h_ok="^softrnic_rc_pingpong: $n iters of $size bytes, data verified .*retransmits [1-9]"
     ;;
   rping)
-    # rdma-core's rping over rdma_cm (IB CM MADs on QP1, rping's port 7174) against
-    # BUILD_DIR/tools/softrnic_rping --roce; both validate (-V), the server's printed ping data
-    # (-v) is compared with rping's pattern, the client must print every ping.
+    # rdma-core's rping over rdma_cm (IB CM MADs on QP1, rping's port 7174) on both sides: on the
+    # host unmodified over softrnic's librdmacm and libibverbs (softrnic_run, device on 10.99.1.1).
+    # Both validate (-V) and print every ping (-v): each side's last ping must be there.
     rping_n=10 rping_size=100
     ropts_="-C $rping_n -S $rping_size -V -v"
+    run_="$build/bin/softrnic_run --verbs 'wire=roce ip=$HOST_IP' --"
     srv="rping -s -a ADDR $ropts_" cli="rping -c -a ADDR $ropts_"
-    h_srv="$build/tools/softrnic_rping --roce -s -a ADDR $ropts_"
-    h_cli="$build/tools/softrnic_rping --roce -c -a ADDR --local $HOST_IP $ropts_"
+    h_srv="$run_ rping -s -a ADDR $ropts_" h_cli="$run_ rping -c -a ADDR $ropts_"
     srv_ready_port=7174
-    h_ready_line='softrnic_rping: listening on'
-    if [[ $role == softrnic_client ]]; then g_ok="^server ping data: rdma-ping-$((rping_n - 1)): "
-    else g_ok="^ping data: rdma-ping-$((rping_n - 1)): "; fi
+    h_ready_line="" h_ready_wait=2  # (rping says nothing before a client comes; rdma_cm listens on no socket)
+    ping_srv="^server ping data: rdma-ping-$((rping_n - 1)): " ping_cli="^ping data: rdma-ping-$((rping_n - 1)): "
+    if [[ $role == softrnic_client ]]; then g_ok=$ping_srv h_ok=$ping_cli; else g_ok=$ping_cli h_ok=$ping_srv; fi
     g_bad='mismatch|error|failed'
-    if [[ $role == softrnic_client ]]; then h_ok="softrnic_rping: $rping_n pings, data validated"
-    else h_ok="softrnic_rping: served $rping_n pings, data validated"; fi
     ;;
   perftest_send_lat|perftest_write_bw|perftest_read_bw|perftest_atomic_bw|perftest_atomic_bw_cas|\
   perftest_send_lat_cm|perftest_write_bw_cm|perftest_read_bw_cm|perftest_atomic_bw_cm)
@@ -214,8 +212,9 @@ for t in "${h_srv%% *}"; do [[ -x $t ]] || fail "$t not built (ninja -C $build)"
 # How the host's server shows it is ready: its line, or (the verbs programs) its listening port.
 h_ready="grep -q \"$h_ready_line\" host.log"
 [[ -z $h_ready_line ]] && h_ready="ss -Hltn 'sport = :$srv_ready_port' | grep -q ."
-[[ $tool == verbs_* && ! -x $build/bin/softrnic_run ]] && fail "$build/bin/softrnic_run not built"
-if [[ $tool == verbs_* ]]; then
+[[ -n ${h_ready_wait:-} ]] && h_ready="sleep $h_ready_wait"
+[[ $h_srv == *softrnic_run* && ! -x $build/bin/softrnic_run ]] && fail "$build/bin/softrnic_run not built"
+if [[ $h_srv == *softrnic_run* ]]; then
   prog_=$(awk '{print $1}' <<<"${h_srv#*-- }")
   command -v "$prog_" >/dev/null || skip "$prog_ is not installed (Debian packages ibverbs-utils, perftest)"
 fi

@@ -1,4 +1,4 @@
-// What softrnic's MPA/TCP tools (softrnic_rping, softrnic_connect, softrnic_perftest) share: the
+// What softrnic's MPA/TCP tools (softrnic_connect, softrnic_perftest) share: the
 // MPA options of their command lines (the ia_params keys mpa_rev, mpa_crc and mpa_p2p as flags),
 // the device they open, and a queue of connection events for the thread that waits on them.
 #pragma once
