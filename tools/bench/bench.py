@@ -212,6 +212,10 @@ def measure_udp(m, stacks, bench, size, iters):
         if stacks.get("roce"):
             m["softrnic-roce"] = lambda: stacks["roce"].run(bench, size, iters, window=16 if size <= MIB else 4)
             m[f"verbs-roce ib_{bench}"] = lambda: peer_call("perftest_bw", stacks["build"], f"ib_{bench}", size, iters)
+            # the same window as the DAT row (perftest's own default keeps 128 in flight)
+            win = 16 if size <= MIB else 4
+            m[f"verbs-roce ib_{bench} -t {win}"] = lambda: peer_call("perftest_bw", stacks["build"], f"ib_{bench}",
+                                                                     size, iters, win)
         if stacks.get("roce_memif"):
             m["softrnic-roce-memif"] = lambda: stacks["roce_memif"].run(bench, size, iters, window=16)
         if stacks.get("memif"):

@@ -355,7 +355,7 @@ def ucx_put_bw(size, iters):
 # --- perftest over softrnic's libibverbs.so.1 (the verbs door, docs/verbs.md) -------------------------
 
 
-def _perftest(build_dir, prog, size, iters):
+def _perftest(build_dir, prog, size, iters, extra=()):
     """One perftest 4.5 program, server and client, unmodified, over softrnic's libibverbs (its launcher
     build/bin/softrnic_run; the default device, RoCEv2 on 127.0.0.x, GID index 1). The numbers of its one
     result line (after "#bytes #iterations"), or None."""
@@ -369,7 +369,7 @@ def _perftest(build_dir, prog, size, iters):
         port = _free_port()
     except OSError as e:
         return _why(what, str(e))
-    base = [run, "--", prog, "-x", "1", "-s", str(size), "-n", str(iters), "-p", str(port), "-F"]
+    base = [run, "--", prog, "-x", "1", "-s", str(size), "-n", str(iters), "-p", str(port), "-F"] + list(extra)
 
     def parse(c, s):
         for line in c.text().splitlines():
@@ -397,10 +397,10 @@ def perftest_lat(build_dir, size, iters, prog="ib_send_lat"):
             "cpu_us_per_msg": c.cpu_us / iters, "cpu_includes_startup": True, "server_cpu_us": s.cpu_us}
 
 
-def perftest_bw(build_dir, prog, size, iters):
+def perftest_bw(build_dir, prog, size, iters, tx_depth=None):
     """perftest's bandwidth test, one direction: BW peak, BW average, MsgRate [Mpps]; mbps (10**6 B/s) from
-    the message rate (perftest's MB/sec is MiB/s)."""
-    r = _perftest(build_dir, prog, size, iters)
+    the message rate (perftest's MB/sec is MiB/s). tx_depth: its -t (default 128 work requests in flight)."""
+    r = _perftest(build_dir, prog, size, iters, ["-t", str(tx_depth)] if tx_depth else ())
     if r is None:
         return None
     v, c, s = r

@@ -361,8 +361,21 @@ int rdma_disconnect(rdma_cm_id* id) {
   VQp* v = vqp_of(d);
   if (!v) return fail(EINVAL);
   // rdma_cm's: the QP goes to error (what is outstanding is flushed) and the peer hears a DREQ.
-  const Status s = d->ctx->dev->disconnect(v->q, false);
-  if (s == Status::invalid_state) return fail(EINVAL);
+  // After the peer's own disconnect (or a broken connection) there is nothing left to end, and
+  // rdma_cm answers 0 (iw_cm_disconnect in CLOSING, a DREP for the IB CM's DREQ); an id whose QP
+  // never connected gets EINVAL.
+  Device* dev = d->ctx->dev;
+  const Status s = dev->disconnect(v->q, false);
+  if (s == Status::invalid_state) {
+    bool ended;
+    {
+      std::lock_guard lk(d->sink->mu);  // (Sink::on_event sets it)
+      ended = d->ended;
+    }
+    if (dev->qp_state(v->q) == QpState::idle && !ended) return fail(EINVAL);
+    if (dev->qp_state(v->q) != QpState::error) dev->modify_qp(v->q, QpState::error);
+    return 0;
+  }
   return s == Status::ok ? 0 : fail(to_errno(s));
 }
 
