@@ -213,8 +213,28 @@ case_perftest_cm() {
   done
 }
 
+# UCX 1.13 (ucx-utils), unmodified: ucx_info lists the device with its rc_verbs transport (it
+# checks /dev/infiniband/uverbsN: softrnic_run's libsoftrnic_devfiles answers), and ucx_perftest
+# runs UCT's active messages, puts and gets over rc_verbs between two processes (their addresses
+# go over ucx_perftest's own TCP connection; the QPs connect by ibv_modify_qp).
+case_ucx() {
+  need ucx_info ucx_perftest
+  SOFTRNIC_VERBS="wire=roce ip=$srv_ip" as_user ucx_info -d >"$work/ucx_info" 2>&1 ||
+    fail_with "$work" "ucx_info -d failed" ucx_info
+  expect "ucx_info -d" ucx_info "Memory domain: softrnic_roce0"
+  expect "ucx_info -d" ucx_info "Transport: rc_verbs"
+  local t args
+  for t in "am_lat -n 1000" "put_bw -D zcopy -s 65536 -n 200" "get -D zcopy -s 65536 -n 200"; do
+    read -r -a args <<<"$t"
+    cm_pair "ucx-${args[0]}" 60 roce ucx_perftest -d softrnic_roce0:1 -x rc_verbs -p "$port" -- \
+      ucx_perftest "$srv_ip" -p "$port" -d softrnic_roce0:1 -x rc_verbs -t "${args[@]}"
+    expect "ucx_perftest ${args[0]}" "ucx-${args[0]}.client" '^Final:\s+[0-9]+'
+  done
+}
+
 case $case_name in
   devices) case_devices ;;
+  ucx) case_ucx ;;
   rping) case_rping ;;
   ucmatose) case_ucmatose ;;
   rdma_server) case_rdma_server ;;
