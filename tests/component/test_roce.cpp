@@ -239,6 +239,19 @@ class BurstLog final : public softrnic::testing::ForwardingNetdev {
   std::vector<std::vector<std::uint8_t>> bursts_;
 };
 
+// The bursts since the `before`th: Sends that carried an ACK behind them, and ACKs that went alone.
+std::pair<int, int> count_acks(const BurstLog& log, std::size_t before) {
+  constexpr std::uint8_t kSendOnly = 0x04, kAck = 0x11;
+  int together = 0, alone = 0;
+  const auto bursts = log.bursts();
+  for (std::size_t k = before; k < bursts.size(); ++k) {
+    const auto& op = bursts[k];
+    if (op.size() == 2 && op[0] == kSendOnly && op[1] == kAck) together++;
+    if (op.size() == 1 && op[0] == kAck) alone++;
+  }
+  return {together, alone};
+}
+
 // `side`, opened after this, sends through a BurstLog; `log` is set to it then.
 void log_bursts(RoceSide& side, BurstLog*& log) {
   side.wrap = [&log](std::unique_ptr<netdev::Netdev> nd) {
@@ -278,14 +291,7 @@ TEST_F(RocePair, AnOwedAckLeavesWithTheReplyInOneBurst) {
     ASSERT_TRUE(poll_one(*b.dev, b.scq, wc)) << "the pong's ACK came " << i;
   }
   EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data(), 64 * kRounds), 0);
-  constexpr std::uint8_t kSendOnly = 0x04, kAck = 0x11;
-  int together = 0, alone = 0;
-  const auto bursts = log->bursts();
-  for (std::size_t k = before; k < bursts.size(); ++k) {
-    const auto& op = bursts[k];
-    if (op.size() == 2 && op[0] == kSendOnly && op[1] == kAck) together++;
-    if (op.size() == 1 && op[0] == kAck) alone++;
-  }
+  const auto [together, alone] = count_acks(*log, before);
   // (The progress thread may run a round between the ping and the reply now and then.)
   EXPECT_GE(together, kRounds / 2) << alone << " ACKs alone";
   EXPECT_EQ(a.dev->counters().retransmits + b.dev->counters().retransmits, 0u);
@@ -368,14 +374,7 @@ void ping_pong_with_signaled_sends(RocePair& t, bool gap) {
   }
   EXPECT_EQ(wc.wr_id, 1000u + kRounds - 1);
   EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data(), 64 * kRounds), 0);
-  constexpr std::uint8_t kSendOnly = 0x04, kAck = 0x11;
-  int together = 0, alone = 0;
-  const auto bursts = log->bursts();
-  for (std::size_t k = before; k < bursts.size(); ++k) {
-    const auto& op = bursts[k];
-    if (op.size() == 2 && op[0] == kSendOnly && op[1] == kAck) together++;
-    if (op.size() == 1 && op[0] == kAck) alone++;
-  }
+  const auto [together, alone] = count_acks(*log, before);
   // (Held one round only, every ACK of the pinger left alone: a system call each, and a round
   // trip later than the pong. A loaded host may preempt a round past kAckHoldMax now and then.)
   EXPECT_GE(together, kRounds * 3 / 4) << alone << " ACKs alone";
