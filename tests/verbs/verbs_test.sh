@@ -55,13 +55,18 @@ pair() {
   as_user timeout "$secs" "$@" -p "$port" 127.0.0.1 >"$cli" 2>&1
   local crc=$?
   wait "$spid"
-  local src=$?
-  [ "$crc" = 0 ] && [ "$src" = 0 ] || fail_with "$work" "$name: server exit $src, client exit $crc" "$name.server" "$name.client"
-  # An error line fails the case even when the program exits 0.
-  if grep -qiE "error|failed|couldn't|unable" "$srv" "$cli"; then
-    fail_with "$work" "$name: an error line" "$name.server" "$name.client"
-  fi
+  judge "$name" $? "$crc" "error|failed|couldn't|unable"
   echo "ok: $name ($*)"
+}
+
+# judge NAME SERVER_EXIT CLIENT_EXIT ERRORS: both ends exited 0, and neither output has a line
+# matching ERRORS (extended regex, any case): an error line fails the case even when the
+# program exits 0.
+judge() {
+  [ "$3" = 0 ] && [ "$2" = 0 ] || fail_with "$work" "$1: server exit $2, client exit $3" "$1.server" "$1.client"
+  if grep -qiE "$4" "$work/$1.server" "$work/$1.client"; then
+    fail_with "$work" "$1: an error line" "$1.server" "$1.client"
+  fi
 }
 
 # expect NAME FILE PATTERN: the output says PATTERN (extended regex).
@@ -151,18 +156,13 @@ cm_pair() {
   while [ "$1" != -- ]; do s+=("$1"); shift; done
   shift
   c=("$@")
-  local srv=$work/$name.server cli=$work/$name.client
-  SOFTRNIC_VERBS="wire=$wire ip=$srv_ip" as_user timeout "$secs" "${s[@]}" >"$srv" 2>&1 &
+  SOFTRNIC_VERBS="wire=$wire ip=$srv_ip" as_user timeout "$secs" "${s[@]}" >"$work/$name.server" 2>&1 &
   local spid=$!
   sleep 1  # (rdma_cm has nothing a script can watch for: the listen is in the program)
-  SOFTRNIC_VERBS="wire=$wire ip=$cli_ip" as_user timeout "$secs" "${c[@]}" >"$cli" 2>&1
+  SOFTRNIC_VERBS="wire=$wire ip=$cli_ip" as_user timeout "$secs" "${c[@]}" >"$work/$name.client" 2>&1
   local crc=$?
   wait "$spid"
-  local src=$?
-  [ "$crc" = 0 ] && [ "$src" = 0 ] || fail_with "$work" "$name: server exit $src, client exit $crc" "$name.server" "$name.client"
-  if grep -qiE "error|failed|couldn't|unable|unhandled" "$srv" "$cli"; then
-    fail_with "$work" "$name: an error line" "$name.server" "$name.client"
-  fi
+  judge "$name" $? "$crc" "error|failed|couldn't|unable|unhandled"
   echo "ok: $name (${c[*]})"
 }
 

@@ -170,9 +170,9 @@ Context* context_at(std::uint32_t ip) {
 
 Context* route_to(std::uint32_t dst) {
   const auto all = contexts();
-  if (all.empty()) return nullptr;
-  Context* at = context_at(dst);
-  return at ? at : all.front();
+  for (Context* c : all)
+    if (c->dev->address().ip == dst) return c;
+  return all.empty() ? nullptr : all.front();
 }
 
 ibv_pd* default_pd(Context* c) {
@@ -423,9 +423,9 @@ int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr) {
   }
   ibv_qp_attr init{};
   init.qp_state = IBV_QPS_INIT;
-  init.port_num = 1;
-  init.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
-  if (const int e = ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+  int mask = 0;
+  rdma_init_qp_attr(id, &init, &mask);  // (what rdma_cm gives a QP it moves to INIT itself)
+  if (const int e = ibv_modify_qp(qp, &init, mask)) {
     ibv_destroy_qp(qp);
     rdma_destroy_qp(id);
     return fail(e);
