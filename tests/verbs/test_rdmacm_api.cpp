@@ -197,6 +197,28 @@ TEST_F(RdmaCm, ASecondListenOnATakenPortFails) {
   EXPECT_EQ(errno, EADDRINUSE);
 }
 
+// Bound to port 0 on any address: the port is there at once (qperf sends it to its client
+// before it listens), the listen keeps it, and a client reaches the listener there.
+TEST_F(RdmaCm, ABindToPortZeroPicksThePortAtOnce) {
+  rdma_cm_id* l = new_id();
+  auto any = addr("0.0.0.0", 0);
+  ASSERT_EQ(rdma_bind_addr(l, reinterpret_cast<sockaddr*>(&any)), 0);
+  const std::uint16_t port = ntohs(rdma_get_src_port(l));
+  ASSERT_NE(port, 0);
+  rdma_cm_id* other = new_id();
+  ASSERT_EQ(rdma_bind_addr(other, reinterpret_cast<sockaddr*>(&any)), 0);
+  EXPECT_NE(ntohs(rdma_get_src_port(other)), port) << "two ids, two ports";
+  ASSERT_EQ(rdma_listen(l, 1), 0);
+  EXPECT_EQ(ntohs(rdma_get_src_port(l)), port);
+  rdma_cm_id* c = client(port);
+  ASSERT_EQ(rdma_connect(c, nullptr), 0);
+  rdma_cm_event* req = next_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr);
+  EXPECT_EQ(req->listen_id, l);
+  ids.push_back(req->id);
+  rdma_ack_cm_event(req);
+}
+
 TEST_F(RdmaCm, BadAddressesAreRefused) {
   rdma_cm_id* id = new_id();
   auto nowhere = addr("127.0.9.99", 1);  // no softrnic device has it
@@ -258,7 +280,8 @@ TEST(RdmaCmDevices, EveryDeviceIsListedOpen) {
   ibv_context** list = rdma_get_devices(&n);
   ASSERT_NE(list, nullptr);
   EXPECT_EQ(n, 2);
-  for (int i = 0; i < n; ++i) EXPECT_STREQ(ibv_get_device_name(list[i]->device), i ? "softrnic_roce1" : "softrnic_roce0");
+  for (int i = 0; i < n; ++i)
+    EXPECT_STREQ(ibv_get_device_name(list[i]->device), i ? "softrnic_roce1" : "softrnic_roce0");
   EXPECT_EQ(list[n], nullptr);
   rdma_free_devices(list);
   rdma_addrinfo hints{}, *res = nullptr;

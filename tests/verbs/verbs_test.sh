@@ -213,6 +213,22 @@ case_perftest_cm() {
   done
 }
 
+# qperf 0.4.11 with -cm1 (its RDMA tests reach RoCE only through rdma_cm), on RoCEv2: each RC
+# test, 64 B, a second each, then quit (the server exits 0). Every test reports a figure above
+# zero. (On iWARP the Send bandwidth tests end the connection, as on siw: a sender that outruns
+# the receiver's reposts finds no receive posted, which iWARP has no RNR retry for.)
+case_qperf() {
+  need qperf
+  local tests=(rc_lat rc_bw rc_bi_bw rc_rdma_write_lat rc_rdma_write_bw rc_rdma_read_lat rc_rdma_read_bw
+    rc_compare_swap_mr rc_fetch_add_mr)
+  cm_pair qperf 120 roce qperf -lp "$port" -- qperf "$srv_ip" -lp "$port" -cm1 -t 1 -m 64 "${tests[@]}" quit
+  local t
+  for t in "${tests[@]}"; do
+    awk -v t="$t:" '$1 == t { getline; if ($3 + 0 > 0) ok = 1 } END { exit !ok }' "$work/qperf.client" ||
+      fail_with "$work" "qperf $t: no figure above zero" qperf.client
+  done
+}
+
 # UCX 1.13 (ucx-utils), unmodified: ucx_info lists the device with its rc_verbs transport (it
 # checks /dev/infiniband/uverbsN: softrnic_run's libsoftrnic_devfiles answers), and ucx_perftest
 # runs UCT's active messages, puts and gets over rc_verbs between two processes (their addresses
@@ -235,6 +251,7 @@ case_ucx() {
 case $case_name in
   devices) case_devices ;;
   ucx) case_ucx ;;
+  qperf) case_qperf ;;
   rping) case_rping ;;
   ucmatose) case_ucmatose ;;
   rdma_server) case_rdma_server ;;

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "rdmacm.hpp"
@@ -141,6 +142,34 @@ int listen_on(Id* d, Context* c, std::uint16_t port) {
   return 0;
 }
 
+// The ports rdma_bind_addr picked for ids bound to port 0, while they live. rdma_cm gives such an
+// id its port at bind, and programs read it before they listen (qperf sends it to its client).
+struct Picked {
+  std::mutex mu;
+  std::set<std::uint16_t> ports;
+  std::minstd_rand rng{std::random_device{}()};
+};
+
+Picked& picked() {
+  static auto* p = new Picked;  // (never destroyed, as devs())
+  return *p;
+}
+
+std::uint16_t pick_port() {
+  Picked& p = picked();
+  std::lock_guard lk(p.mu);
+  for (;;) {
+    const auto port = static_cast<std::uint16_t>(32768 + p.rng() % 28232);
+    if (p.ports.insert(port).second) return port;
+  }
+}
+
+void release_port(std::uint16_t port) {
+  Picked& p = picked();
+  std::lock_guard lk(p.mu);
+  p.ports.erase(port);
+}
+
 void stop_listening(Id* d) {
   for (auto& [c, port] : d->listens) c->dev->stop_listen(port);
   d->listens.clear();
@@ -233,6 +262,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
     d->ev_cv.wait(lk, [d] { return d->unacked == 0; });
   }
   if (d->own) free_channel(d->own);
+  if (d->picked) release_port(d->picked);
   delete d;
   return 0;
 }
@@ -249,6 +279,7 @@ int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
     attach(d, c);
   }
   std::memcpy(&id->route.addr.src_sin, addr, sizeof(sockaddr_in));
+  if (port_of(addr) == 0) id->route.addr.src_sin.sin_port = htons(d->picked = pick_port());
   d->bound = true;
   return 0;
 }

@@ -61,6 +61,7 @@ struct Id {
   Context* ctx = nullptr;      // its device, once bound or resolved (id.verbs)
   bool bound = false;          // rdma_bind_addr or rdma_resolve_addr gave it its source address
   bool routed = false;         // rdma_resolve_route done
+  std::uint16_t picked = 0;    // the port rdma_bind_addr picked for it (it asked for port 0)
   ConnRequest* req = nullptr;  // a passive id's request, until accepted or rejected
   std::vector<std::pair<Context*, std::uint64_t>> listens;  // (device, port) it listens on
   bool ended = false;                                       // DISCONNECTED was reported
