@@ -9,6 +9,7 @@
 // segment; a message, the highest position among its segments.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <boost/container/small_vector.hpp>
 #include <chrono>
@@ -45,8 +46,13 @@ inline constexpr std::size_t kMaxMsnAhead = 4096;
 // alone, so a consumer that polls never waits for the engine, nor the engine for it
 // (spsc_ring.hpp's contract). What does not fit in the ring (a CQ the consumer let overflow) goes
 // to `spill`, in order after the ring's, and nothing is lost.
+// A CQ's ring holds at most this many completions; a deeper CQ keeps the rest in its spill.
+// (Programs size CQs for the worst case: libfabric's rxm asks for 262144 entries, and the ring
+// is allocated whole.)
+inline constexpr std::uint32_t kCqRingMax = 65536;
+
 struct Cq {
-  explicit Cq(std::uint32_t d) : ring(d), depth(d) {}
+  explicit Cq(std::uint32_t d) : ring(std::min(d, kCqRingMax)), depth(d) {}
   SpscRing<Wc> ring;
   std::mutex poll_mu;   // consumers: poll_cq, cq_count (never taken by the producer)
   std::mutex spill_mu;  // guards spill; a leaf (taken under the device lock or poll_mu)

@@ -219,9 +219,26 @@ TEST_F(RdmaCm, ABindToPortZeroPicksThePortAtOnce) {
   rdma_ack_cm_event(req);
 }
 
+// A loopback address no device has: bound without a device, as rdma_cm binds one (libfabric's
+// verbs provider binds "localhost"), and a listen there listens on every device.
+TEST_F(RdmaCm, ALoopbackAddressWithoutADeviceBindsToNoneAndListensOnAll) {
+  rdma_cm_id* l = new_id();
+  auto lo = addr("127.0.9.99", 0);
+  ASSERT_EQ(rdma_bind_addr(l, reinterpret_cast<sockaddr*>(&lo)), 0) << std::strerror(errno);
+  EXPECT_EQ(l->verbs, nullptr);
+  ASSERT_EQ(rdma_listen(l, 1), 0);
+  rdma_cm_id* c = client(ntohs(rdma_get_src_port(l)));
+  ASSERT_EQ(rdma_connect(c, nullptr), 0);
+  rdma_cm_event* req = next_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr);
+  EXPECT_EQ(req->listen_id, l);
+  ids.push_back(req->id);
+  rdma_ack_cm_event(req);
+}
+
 TEST_F(RdmaCm, BadAddressesAreRefused) {
   rdma_cm_id* id = new_id();
-  auto nowhere = addr("127.0.9.99", 1);  // no softrnic device has it
+  auto nowhere = addr("10.255.9.99", 1);  // no softrnic device has it
   EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&nowhere)), -1);
   EXPECT_EQ(errno, EADDRNOTAVAIL);
   sockaddr_in6 six{};

@@ -18,13 +18,15 @@ work=$(mktemp -d /tmp/softrnic-verbs.XXXXXX)
 chmod 0777 "$work"
 trap 'rm -rf "$work"' EXIT
 
-# as_user CMD...: CMD through softrnic_run, as nobody (when we are root) or as ourselves.
+# as_user CMD...: CMD through softrnic_run, as nobody (when we are root) or as ourselves; in the
+# network namespace in_ns names, when a case made one.
+in_ns=()
 as_user() {
   local env=(env SOFTRNIC_INFO_DIR="$work/info")
   [ -n "${SOFTRNIC_VERBS:-}" ] && env+=(SOFTRNIC_VERBS="$SOFTRNIC_VERBS")
   [ -n "${SOFTRNIC_IMPAIR:-}" ] && env+=(SOFTRNIC_IMPAIR="$SOFTRNIC_IMPAIR")
   if [ "$(id -u)" = 0 ]; then
-    runuser -u nobody -- "${env[@]}" "$run" --log "${SOFTRNIC_LOG:-info}" -- "$@"
+    "${in_ns[@]}" runuser -u nobody -- "${env[@]}" "$run" --log "${SOFTRNIC_LOG:-info}" -- "$@"
   else
     "${env[@]}" "$run" --log "${SOFTRNIC_LOG:-info}" -- "$@"
   fi
@@ -229,6 +231,62 @@ case_qperf() {
   done
 }
 
+# libfabric 1.17 (libfabric-bin), unmodified: fi_info finds softrnic's device through the verbs
+# provider, and fi_pingpong checks every message it receives (-c) on a verbs MSG endpoint and on
+# an RDM endpoint of verbs;ofi_rxm, at 64 B and 64 KiB, on both wires. The verbs provider uses
+# only devices behind non-loopback interfaces: the case makes a network namespace with a veth
+# pair (10.77.0.1, 10.77.0.2: the server's and the client's device), which needs root; the
+# programs run in it as nobody.
+case_libfabric() {
+  need fi_info fi_pingpong
+  [ "$(id -u)" = 0 ] || skip "libfabric's verbs provider skips loopback interfaces; this case makes a network namespace with a veth pair, which needs root"
+  local ns=softrnic-fab-$$
+  ip netns add "$ns" || skip "cannot create a network namespace"
+  trap 'ip netns del "$ns" 2>/dev/null; rm -rf "$work"' EXIT
+  ip -n "$ns" link add fab0 type veth peer name fab1 || skip "cannot create a veth pair"
+  ip -n "$ns" addr add 10.77.0.1/24 dev fab0 && ip -n "$ns" addr add 10.77.0.2/24 dev fab1 &&
+    ip -n "$ns" link set lo up && ip -n "$ns" link set fab0 up && ip -n "$ns" link set fab1 up ||
+    fail_with "$work" "cannot set up the namespace's addresses"
+  in_ns=(ip netns exec "$ns")
+  SOFTRNIC_VERBS="wire=roce ip=10.77.0.1" as_user fi_info -p verbs >"$work/fi_info" 2>&1 ||
+    fail_with "$work" "fi_info -p verbs failed" fi_info
+  expect "fi_info -p verbs" fi_info "domain: softrnic_roce0"
+  expect "fi_info -p verbs" fi_info "type: FI_EP_MSG"
+  SOFTRNIC_VERBS="wire=roce ip=10.77.0.1" as_user fi_info -p "verbs;ofi_rxm" >"$work/fi_info_rxm" 2>&1 ||
+    fail_with "$work" "fi_info -p 'verbs;ofi_rxm' failed" fi_info_rxm
+  expect "fi_info -p 'verbs;ofi_rxm'" fi_info_rxm "type: FI_EP_RDM"
+  local w ep prov
+  for w in roce tcp; do
+    for ep in msg rdm; do
+      prov=verbs
+      [ "$ep" = rdm ] && prov="verbs;ofi_rxm"
+      fab_pair "fi-$w-$ep-64" "$w" -p "$prov" -e "$ep" -c -S 64 -I 1000
+      expect "fi_pingpong $prov $ep ($w)" "fi-$w-$ep-64.client" '^64\s+1k\s+=1k\s'
+      fab_pair "fi-$w-$ep-64k" "$w" -p "$prov" -e "$ep" -c -S 65536 -I 200
+      expect "fi_pingpong $prov $ep ($w)" "fi-$w-$ep-64k.client" '^64k\s+200\s+=200\s'
+    done
+  done
+}
+
+# fab_pair NAME WIRE ARGS...: fi_pingpong's server and client with ARGS in the case's namespace,
+# the server's control port the case's port.
+fab_pair() {
+  local name=$1 wire=$2
+  shift 2
+  SOFTRNIC_VERBS="wire=$wire ip=10.77.0.1" as_user timeout 120 fi_pingpong "$@" -B "$port" >"$work/$name.server" 2>&1 &
+  local spid=$! i
+  for i in $(seq 1 50); do
+    "${in_ns[@]}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+    kill -0 "$spid" 2>/dev/null || break
+    sleep 0.1
+  done
+  SOFTRNIC_VERBS="wire=$wire ip=10.77.0.2" as_user timeout 120 fi_pingpong "$@" -P "$port" 10.77.0.1 >"$work/$name.client" 2>&1
+  local crc=$?
+  wait "$spid"
+  judge "$name" $? "$crc" "error|failed|couldn't|unable"
+  echo "ok: $name (fi_pingpong $*)"
+}
+
 # UCX 1.13 (ucx-utils), unmodified: ucx_info lists the device with its rc_verbs transport (it
 # checks /dev/infiniband/uverbsN: softrnic_run's libsoftrnic_devfiles answers), and ucx_perftest
 # runs UCT's active messages, puts and gets over rc_verbs between two processes (their addresses
@@ -252,6 +310,7 @@ case $case_name in
   devices) case_devices ;;
   ucx) case_ucx ;;
   qperf) case_qperf ;;
+  libfabric) case_libfabric ;;
   rping) case_rping ;;
   ucmatose) case_ucmatose ;;
   rdma_server) case_rdma_server ;;

@@ -26,17 +26,9 @@ int gai_fail(int r) {
   return r;
 }
 
-}  // namespace
-
-extern "C" {
-
-int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints, rdma_addrinfo** res) {
-  if (!res || (!node && !service)) return gai_fail(EAI_NONAME);
-  const int flags = hints ? hints->ai_flags : 0;
-  if (hints && hints->ai_family != AF_UNSPEC && hints->ai_family != AF_INET) {
-    errno = EAFNOSUPPORT;  // (softrnic has no IPv6 path; AF_IB is InfiniBand's)
-    return EAI_FAMILY;
-  }
+// getaddrinfo of node and service into ri: its source address when passive, else its
+// destination. 0, or getaddrinfo's code with errno set.
+int lookup(const char* node, const char* service, int flags, rdma_addrinfo* ri) {
   addrinfo h{};
   h.ai_family = AF_INET;
   h.ai_socktype = SOCK_STREAM;
@@ -44,30 +36,53 @@ int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo*
   if (flags & RAI_NUMERICHOST) h.ai_flags |= AI_NUMERICHOST;
   addrinfo* ai = nullptr;
   if (const int r = getaddrinfo(node, service, &h, &ai)) return gai_fail(r);
-  auto* ri = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
-  if (!ri) {
-    freeaddrinfo(ai);
-    return gai_fail(EAI_MEMORY);
+  sockaddr* a = copy_addr(ai->ai_addr, ai->ai_addrlen);
+  const socklen_t len = ai->ai_addrlen;
+  freeaddrinfo(ai);
+  if (!a) return gai_fail(EAI_MEMORY);
+  ((flags & RAI_PASSIVE) ? ri->ai_src_addr : ri->ai_dst_addr) = a;
+  ((flags & RAI_PASSIVE) ? ri->ai_src_len : ri->ai_dst_len) = len;
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints, rdma_addrinfo** res) {
+  if (!res || (!node && !service && !hints)) return gai_fail(EAI_NONAME);
+  const int flags = hints ? hints->ai_flags : 0;
+  if (hints && hints->ai_family != AF_UNSPEC && hints->ai_family != AF_INET) {
+    errno = EAFNOSUPPORT;  // (softrnic has no IPv6 path; AF_IB is InfiniBand's)
+    return EAI_FAMILY;
   }
+  auto* ri = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
+  if (!ri) return gai_fail(EAI_MEMORY);
   ri->ai_flags = flags;
   ri->ai_family = AF_INET;
   ri->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
   ri->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
-  if (flags & RAI_PASSIVE) {
-    ri->ai_src_len = ai->ai_addrlen;
-    ri->ai_src_addr = copy_addr(ai->ai_addr, ai->ai_addrlen);
-  } else {
-    ri->ai_dst_len = ai->ai_addrlen;
-    ri->ai_dst_addr = copy_addr(ai->ai_addr, ai->ai_addrlen);
-    if (hints && hints->ai_src_addr && hints->ai_src_len) {
-      ri->ai_src_len = hints->ai_src_len;
-      ri->ai_src_addr = copy_addr(hints->ai_src_addr, hints->ai_src_len);
+  // As rdma-core's: a node or service is looked up (the source address when passive, else the
+  // destination); without either, the hints' destination is the result's. The hints' source
+  // fills a source still empty.
+  if (node || service) {
+    if (const int r = lookup(node, service, flags, ri)) {
+      rdma_freeaddrinfo(ri);
+      return r;
+    }
+  } else if (hints->ai_dst_addr && hints->ai_dst_len) {
+    ri->ai_dst_len = hints->ai_dst_len;
+    if (!(ri->ai_dst_addr = copy_addr(hints->ai_dst_addr, hints->ai_dst_len))) {
+      rdma_freeaddrinfo(ri);
+      return gai_fail(EAI_MEMORY);
     }
   }
-  freeaddrinfo(ai);
-  if ((flags & RAI_PASSIVE) ? !ri->ai_src_addr : !ri->ai_dst_addr) {
-    rdma_freeaddrinfo(ri);
-    return gai_fail(EAI_MEMORY);
+  if (!ri->ai_src_addr && hints && hints->ai_src_addr && hints->ai_src_len) {
+    ri->ai_src_len = hints->ai_src_len;
+    if (!(ri->ai_src_addr = copy_addr(hints->ai_src_addr, hints->ai_src_len))) {
+      rdma_freeaddrinfo(ri);
+      return gai_fail(EAI_MEMORY);
+    }
   }
   *res = ri;
   return 0;

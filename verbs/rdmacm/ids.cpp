@@ -274,9 +274,12 @@ int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
   if (d->bound) return fail(EINVAL);
   const std::uint32_t ip = ip_of(addr);
   if (ip != INADDR_ANY) {
+    // A loopback address no device has binds as rdma_cm binds it: without a device (id->verbs
+    // NULL), listening on every device. libfabric's verbs provider binds "localhost" so, and
+    // takes the addresses of its interfaces instead when the id has no device.
     Context* c = context_at(ip);
-    if (!c) return fail(EADDRNOTAVAIL);
-    attach(d, c);
+    if (!c && (ip >> 24) != 127) return fail(EADDRNOTAVAIL);
+    if (c) attach(d, c);
   }
   std::memcpy(&id->route.addr.src_sin, addr, sizeof(sockaddr_in));
   if (port_of(addr) == 0) id->route.addr.src_sin.sin_port = htons(d->picked = pick_port());

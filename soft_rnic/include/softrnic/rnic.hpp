@@ -58,7 +58,7 @@ struct Limits {
   std::uint32_t max_qp = 4096;
   std::uint32_t max_qp_wr = 16384;
   std::uint32_t max_sge = 16;
-  std::uint32_t max_cqe = 65536;
+  std::uint32_t max_cqe = 4194303;          // mlx5's: completions past a CQ's first 65536 wait in memory
   std::uint32_t max_mr = 65535;             // STag = 16-bit index << 16 | 16-bit random key
   std::uint64_t max_mr_size = 0xFFFFFFFFu;  // DAT_SEG_LENGTH is 32-bit
   std::uint32_t max_msg_size = 1u << 30;
