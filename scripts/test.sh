@@ -12,34 +12,66 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 status=0
 t_start=$SECONDS t_phase=$SECONDS
+logs=$(mktemp -d /tmp/softrnic-test.XXXXXX)
+trap 'rm -rf "$logs"' EXIT
+verdicts=()
+# verdict PHASE EXIT [LOG]: records the phase's result (with ctest's failed tests from LOG, or
+# fuzz.sh's failed targets) for the closing lines; a failure fails the suite.
+verdict() {
+  local line="$1: passed"
+  if [ "$2" != 0 ]; then
+    status=1
+    line="$1: FAILED (exit $2)"
+    if [ -n "${3:-}" ]; then
+      local detail
+      detail=$({
+        sed -n '/The following tests FAILED:/,$p' "$3" | grep -E '^\s+[0-9]+ - '
+        grep -E '^FAIL|FAILED$|^  (ERROR|SUMMARY|input|reproduce)' "$3" | head -8
+      } | sed 's/^\s*/    /')
+      [ -n "$detail" ] && line+=$'\n'"$detail"
+    fi
+  fi
+  verdicts+=("$line")
+}
 # phase NAME: how long the previous phase took (the suite must stay well under 30 minutes on 2 cores)
 phase() { echo "=== $1 (previous phase $((SECONDS - t_phase)) s, $((SECONDS - t_start)) s so far)"; t_phase=$SECONDS; }
 phase "setup done"
 echo "=== sanitizer build (ASan + UBSan): unit, component, dat, the verbs API (Verbs.*; the verbs_* scripts run Debian's uninstrumented programs: main build only)"
 if "$root/scripts/build.sh" "$root/build-asan" -DSOFTRNIC_SANITIZE=ON; then
   (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     ctest -L 'unit|component|dat|verbs' -LE conformance -E '^(demo|verbs_.*)$' -j2 --timeout 300 --output-on-failure) || status=1
+     ctest -L 'unit|component|dat|verbs' -LE conformance -E '^(demo|verbs_.*)$' -j2 --timeout 300 --output-on-failure) \
+    2>&1 | tee "$logs/asan"
+  verdict "ASan+UBSan" "${PIPESTATUS[0]}" "$logs/asan"
 else
-  status=1
+  verdict "ASan+UBSan" build-failed
 fi
 
 phase "ASan done"
 echo "=== ThreadSanitizer build: unit, component, dat (the provider is called from several threads)"
 if "$root/scripts/build.sh" "$root/build-tsan" -DSOFTRNIC_TSAN=ON; then
   (cd "$root/build-tsan" && TSAN_OPTIONS=halt_on_error=1 \
-     ctest -L 'unit|component|dat|verbs' -E '^(demo|verbs_.*)$' -j2 --timeout 300 --output-on-failure) || status=1
+     ctest -L 'unit|component|dat|verbs' -E '^(demo|verbs_.*)$' -j2 --timeout 300 --output-on-failure) \
+    2>&1 | tee "$logs/tsan"
+  verdict TSan "${PIPESTATUS[0]}" "$logs/tsan"
 else
-  status=1
+  verdict TSan build-failed
 fi
 
 phase "TSan done"
 echo "=== fuzz: every parser's libFuzzer target, 10 s each (clang, ASan + UBSan; docs/fuzzing.md)"
-"$root/scripts/fuzz.sh" 10 || status=1
+"$root/scripts/fuzz.sh" 10 2>&1 | tee "$logs/fuzz"
+verdict fuzz "${PIPESTATUS[0]}" "$logs/fuzz"
 
 phase "fuzz done"
 echo "=== main build: every test (all labels, dpdk included)"
 "$root/scripts/build.sh" "$root/build" || exit 1
 phase "main build done"
-# (ctest's own summary, with its "Total Test time", stays the last lines: the tests that ran)
-(cd "$root/build" && ctest -j2 --timeout 600 --output-on-failure) || status=1
+(cd "$root/build" && ctest -j2 --timeout 600 --output-on-failure) 2>&1 | tee "$logs/main"
+verdict main "${PIPESTATUS[0]}" "$logs/main"
+# The closing lines: each phase's verdict (a CI log's tail shows which phase failed, and its
+# failed tests), then the main build's ctest summary again: the tests that ran.
+echo "=== verdicts"
+printf '%s\n' "${verdicts[@]}"
+echo "=== main build's ctest summary"
+sed -n '/tests passed, .* tests failed out of/,$p' "$logs/main"
 exit $status

@@ -86,6 +86,7 @@ struct RecvWqe {
   bool solicited = false;      // the message's last segment asked for a solicited event
   bool rdma_imm = false;       // ... by an RDMA Write with Immediate (msg_len: the Write's length)
   std::uint32_t imm = 0;
+  std::uint32_t src_qp = 0, src_ip = 0;  // UD: the datagram's sender (Wc::src_qp, src_ip)
 };
 
 struct Srq {
@@ -128,6 +129,7 @@ struct WaitingWr {
   SendWqe* wqe = nullptr;                    // its entry on sq
   std::uint32_t imm = 0;                     // send_imm, rdma_write_imm
   std::uint64_t compare_add = 0, swap = 0;   // cmp_swap, fetch_add
+  UdDest ud;                                 // a UD QP's datagram: its destination
 };
 
 // An RDMA Read this QP requested: where its response goes. A Read Request names one sink STag;

@@ -67,6 +67,16 @@ bool take_receive(Qp& qp, RecvWqe&& r);
 // The message of `msn` asked for a solicited event (its completion says so: Wc::solicited).
 void set_recv_solicited(Qp& qp, std::uint32_t msn);
 void set_recv_imm(Qp& qp, std::uint32_t msn, std::uint32_t imm, std::optional<std::uint64_t> rdma_len);
+// A UD QP's datagram into its next receive buffer (the QP's, or one its SRQ gives now): `grh`
+// (40 bytes) first, the payload behind it, completed at once, with local_length_error when it
+// does not fit (nothing of it is placed then). False when no buffer was there: UD drops it.
+struct Datagram {
+  std::span<const std::uint8_t> grh, payload;
+  std::uint32_t src_qp = 0, src_ip = 0;
+  std::optional<std::uint32_t> imm;
+  bool solicited = false;
+};
+bool receive_datagram(Ctx& ctx, Qp& qp, const Datagram& d);
 // Completes receives in MSN order: the front buffer when its message is whole and everything
 // before its last segment has been delivered (`delivered`: every position below it).
 void complete_receives(Ctx& ctx, Qp& qp, Pos delivered);

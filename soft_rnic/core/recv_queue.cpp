@@ -223,11 +223,47 @@ void complete_receives(Ctx& ctx, Qp& qp, Pos delivered) {
     rq_retire(qp);
     push_wc(qp.init.recv_cq, Wc{f.wr_id, f.rdma_imm ? WcOpcode::recv_rdma_imm : WcOpcode::recv, WcStatus::success,
                                 static_cast<std::uint32_t>(f.msg_len), &qp, qp.init.context, f.srq, f.inv_stag,
-                                f.with_imm, f.imm, f.solicited});
+                                f.with_imm, f.imm, f.solicited, f.src_qp, f.src_ip});
     qp.rq.pop_front();
     qp.rq_allocated--;
     qp.recv_msn++;
   }
+}
+
+bool receive_datagram(Ctx& ctx, Qp& qp, const Datagram& d) {
+  // Every earlier datagram completed on arrival: this one's buffer is the front's.
+  const std::uint32_t msn = qp.recv_msn;
+  if (!take_receives_for(qp, msn) || !recv_buffer_ready(qp, msn)) return false;
+  const auto place = [&](std::uint64_t mo, std::span<const std::uint8_t> part, bool last) {
+    return place_untagged(ctx, qp, msn, mo, part, last, 0, false, 0);
+  };
+  std::optional<Fault> f = place(0, {}, false);  // (takes the buffer: an SRQ's)
+  if (qp.rq.empty() || !qp.rq.front().allocated) return false;
+  RecvWqe& r = qp.rq.front();
+  if (!f && d.grh.size() + d.payload.size() > r.capacity) f = Fault{Error::message_too_long, ""};
+  if (!f) f = place(0, d.grh, false);
+  if (!f) f = place(d.grh.size(), d.payload, true);
+  if (f) {
+    // (UD: the receive completes in error; the QP goes on)
+    const WcStatus st =
+        f->error == Error::message_too_long ? WcStatus::local_length_error : WcStatus::local_protection_error;
+    srq_completed(r.srq);
+    rq_retire(qp);
+    push_wc(qp.init.recv_cq, Wc{r.wr_id, WcOpcode::recv, st, 0, &qp, qp.init.context, r.srq});
+    qp.rq.pop_front();
+    qp.rq_allocated--;
+    qp.recv_msn++;
+    return true;
+  }
+  r.src_qp = d.src_qp;
+  r.src_ip = d.src_ip;
+  r.solicited = d.solicited;
+  if (d.imm) {
+    r.with_imm = true;
+    r.imm = *d.imm;
+  }
+  complete_receives(ctx, qp, 1);
+  return true;
 }
 
 }  // namespace softrnic

@@ -19,6 +19,7 @@ std::uint32_t packets_of(std::uint64_t len, std::uint32_t mtu) {
 }  // namespace
 
 void Roce::issue(Qp& qp, const WaitingWr& wr) {
+  if (qp.init.type == QpType::ud) return issue_datagram(qp, wr);
   RoceQp& s = st(qp);
   SendWqe& wqe = *wr.wqe;
   wqe.issued = true;

@@ -169,6 +169,16 @@ Status Roce::rtr(Qp& qp, const RoceRtr& a) {
   return Status::ok;
 }
 
+Status Roce::ud_rtr(Qp& qp, std::uint32_t qkey) {
+  if (qp.init.type != QpType::ud || qp.state != QpState::idle || qp.cm != CmPhase::none) return Status::invalid_state;
+  RoceQp& s = st(qp);
+  s.qkey = qkey;
+  s.mtu = link_mtu_;
+  qp.local = self_;
+  qp_event(qp, QpEvent::path_set);  // RTR: datagrams are taken
+  return Status::ok;
+}
+
 Status Roce::rts(Qp& qp, const RoceRts& a) {
   if (qp.state != QpState::rtr || qp.cm != CmPhase::none) return Status::invalid_state;
   if (a.sq_psn > w::kPsnMask || a.ord > ctx_.limits.max_rd || a.retry_cnt > 7 || a.rnr_retry > 7 ||
@@ -177,6 +187,10 @@ Status Roce::rts(Qp& qp, const RoceRts& a) {
   RoceQp& s = st(qp);
   s.init_psn = a.sq_psn;
   s.next_psn = s.tx_psn = s.una_psn = s.ack_through = a.sq_psn;
+  if (qp.init.type == QpType::ud) {
+    qp_event(qp, QpEvent::established);  // (no peer: sends may be posted)
+    return Status::ok;
+  }
   s.retry_cnt = a.retry_cnt;
   s.rnr_retry = a.rnr_retry;
   s.retry_left = s.retry_cnt;
@@ -249,6 +263,10 @@ void Roce::handle_packet(NetAddr from, std::span<const std::uint8_t> d) {
     return;
   }
   Qp& qp = *it->second;
+  if (qp.init.type == QpType::ud) {
+    on_datagram(qp, from, p);
+    return;
+  }
   RoceQp& s = st(qp);
   // RC: only the connected peer's packets (address and RC opcodes).
   if (!s.has_path || from.ip != s.dst.ip || !w::op_info(p.opcode).has(w::Has::rc)) {

@@ -157,6 +157,9 @@ struct RoceQp final : TransportQp {
   Clock::time_point cm_next{};      // the next retransmission of `mad`
   Clock::time_point cm_deadline{};  // the connection attempt fails then
   struct Request* req = nullptr;    // passive: the request we accepted
+
+  // UD: the Q_Key its datagrams must carry.
+  std::uint32_t qkey = 0;
 };
 
 // A connection request (a CM REQ) a listener received.
@@ -238,6 +241,8 @@ class Roce final : public Transport, public engine::Pollable {
   // The same in the two steps of a verbs consumer (Device::roce_rtr / roce_rts).
   Status rtr(Qp& qp, const RoceRtr& a);
   Status rts(Qp& qp, const RoceRts& a);
+  // A UD QP's RTR (Device::roce_ud_rtr); its RTS is rts's (the first PSN).
+  Status ud_rtr(Qp& qp, std::uint32_t qkey);
 
   static std::optional<Fault> check_qp_access(const Qp& qp, const wire::roce::OpInfo& op);
   static Clock::duration ack_timeout_of(std::uint8_t code);
@@ -309,6 +314,9 @@ class Roce final : public Transport, public engine::Pollable {
 
   // responder.cpp
   void on_request(Qp& qp, const wire::roce::Packet& p);
+  // UD (datagram.cpp): a work request goes at once as one packet; a datagram takes a receive.
+  void issue_datagram(Qp& qp, const WaitingWr& w);
+  void on_datagram(Qp& qp, NetAddr from, const wire::roce::Packet& p);
   bool check_psn(Qp& qp, const wire::roce::Packet& p, Pos psn);
   bool check_resource(Qp& qp, const wire::roce::OpInfo& op, Pos psn);
   std::optional<Fault> execute_send(Qp& qp, const wire::roce::Packet& p, const wire::roce::OpInfo& op, Pos psn);

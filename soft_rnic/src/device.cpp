@@ -278,6 +278,7 @@ Status DeviceImpl::create_qp(const QpInit& init, Qp*& out) {
     return Status::invalid_param;
   if (ctx_.qps.size() >= lim.max_qp) return Status::insufficient_resources;
   if (init.ord > lim.max_rd || init.ird > lim.max_rd) return Status::invalid_param;
+  if (init.type == QpType::ud && (!roce_ || init.srq)) return Status::invalid_param;  // (UD: RoCEv2 only; no SRQ)
   auto* qp = new Qp;
   qp->init = init;
   qp->ord = init.ord;
@@ -415,14 +416,25 @@ Status DeviceImpl::roce_connect(Qp* qp, const RoceEndpoint& remote, std::uint32_
 
 std::uint32_t DeviceImpl::path_mtu() const {
   if (roce_) return roce_->link_mtu();
-  const std::size_t dgram = datagram_netdev_ ? datagram_netdev_->max_datagram() : 1472;
-  return wire::roce::path_mtu_for(static_cast<std::uint32_t>(dgram) + 28);
+  if (datagram_netdev_)
+    return wire::roce::path_mtu_for(static_cast<std::uint32_t>(datagram_netdev_->max_datagram()) + 28);
+  // MPA/TCP: as siw, the MTU of the interface with the device's address, and as the DAT IA says
+  // (dat/src/ia.cpp), 65536 for an address no interface holds (127.0.0.x beside loopback's
+  // 127.0.0.1): OFA dapl sizes dtestsrq's messages by it.
+  const std::uint32_t mtu = netdev::interface_mtu(address().ip);
+  return wire::roce::path_mtu_for(mtu ? mtu : 65536);
 }
 
 Status DeviceImpl::roce_rtr(Qp* qp, const RoceRtr& a) {
   std::lock_guard lk(mu_);
   if (!roce_) return Status::invalid_state;
   return roce_->rtr(*qp, a);
+}
+
+Status DeviceImpl::roce_ud_rtr(Qp* qp, std::uint32_t qkey) {
+  std::lock_guard lk(mu_);
+  if (!roce_) return Status::invalid_state;
+  return roce_->ud_rtr(*qp, qkey);
 }
 
 Status DeviceImpl::roce_rts(Qp* qp, const RoceRts& a) {

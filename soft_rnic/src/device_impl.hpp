@@ -76,6 +76,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
   std::uint32_t path_mtu() const override;
   Status roce_rtr(Qp* qp, const RoceRtr& a) override;
   Status roce_rts(Qp* qp, const RoceRts& a) override;
+  Status roce_ud_rtr(Qp* qp, std::uint32_t qkey) override;
   std::uint32_t qp_num(const Qp* qp) const override;
   void set_cq_notify_solicited(Cq* cq, bool solicited_only) override;
   Status set_qp_access(Qp* qp, Access remote) override;

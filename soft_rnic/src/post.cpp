@@ -174,6 +174,14 @@ Status DeviceImpl::check_send(const Qp& qp, const SendWr& wr, std::uint64_t& tot
     total += g.length;
   }
   if (total > ctx_.limits.max_msg_size) return Status::length_error;
+  if (qp.init.type == QpType::ud) {
+    // A datagram: a Send (with Immediate) of one packet, to a unicast address.
+    if (wr.opcode != SendOpcode::send && wr.opcode != SendOpcode::send_solicited && wr.opcode != SendOpcode::send_imm)
+      return Status::invalid_param;
+    if (!netdev::is_unicast_ipv4(wr.ud.ip) || wr.ud.qpn == 0 || wr.ud.qpn > 0xFFFFFF) return Status::invalid_param;
+    if (total > path_mtu()) return Status::length_error;
+    return Status::ok;
+  }
   const bool atomic = wr.opcode == SendOpcode::cmp_swap || wr.opcode == SendOpcode::fetch_add;
   if ((atomic || wr.opcode == SendOpcode::send_imm || wr.opcode == SendOpcode::rdma_write_imm) &&
       ctx_.cfg.wire != Wire::roce)
@@ -232,7 +240,8 @@ void DeviceImpl::take_send(Qp& qp, const SendWr& wr, std::uint64_t total, Access
               &wqe,
               wr.imm,
               wr.compare_add,
-              wr.swap};
+              wr.swap,
+              wr.ud};
   if (qp.sq_wait.empty() && can_issue(qp, w)) {
     qp.transport->issue(qp, w);
     doorbell(qp);

@@ -591,7 +591,7 @@ TEST_F(Verbs, WhatSoftrnicDoesNotOfferAnswersAsRdmaCoreDoes) {
   ibv_qp_init_attr ia{};
   ia.send_cq = ia.recv_cq = cq;
   ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
-  ia.qp_type = IBV_QPT_UD;
+  ia.qp_type = IBV_QPT_UC;
   errno = 0;
   EXPECT_EQ(ibv_create_qp(pd, &ia), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
@@ -621,3 +621,111 @@ TEST_F(Verbs, RegistrationChecksAccessAndMemory) {
 }
 
 }  // namespace
+
+// UD on RoCEv2 (as UCX's ud_verbs and ibv_ud_pingpong use it): a datagram reaches the QP its
+// AH and QPN name, behind the 40-byte GRH (an IPv4 header in its second half), with the
+// sender's QPN; one with another Q_Key is dropped; one larger than the buffer completes with a
+// length error; one larger than the MTU is refused at the post; iWARP has no UD.
+TEST_F(Verbs, UdDatagramsCarryTheGrhAndTheSendersQpn) {
+  ibv_qp* u[2] = {nullptr, nullptr};
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = cq;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  ia.qp_type = IBV_QPT_UD;
+  for (ibv_qp*& q : u) {
+    q = ibv_create_qp(pd, &ia);
+    ASSERT_NE(q, nullptr) << std::strerror(errno);
+    EXPECT_EQ(q->qp_type, IBV_QPT_UD);
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.port_num = 1;
+    at.qkey = 0x11111111;
+    EXPECT_NE(ibv_modify_qp(q, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT), 0) << "INIT needs the Q_Key";
+    ASSERT_EQ(ibv_modify_qp(q, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+    at.qp_state = IBV_QPS_RTR;
+    ASSERT_EQ(ibv_modify_qp(q, &at, IBV_QP_STATE), 0);
+    at.qp_state = IBV_QPS_RTS;
+    at.sq_psn = 5;
+    ASSERT_EQ(ibv_modify_qp(q, &at, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+  }
+  ibv_ah_attr aa{};
+  aa.is_global = 1;
+  aa.grh.dgid = gid;
+  aa.grh.sgid_index = 1;
+  aa.port_num = 1;
+  ibv_ah* ah = ibv_create_ah(pd, &aa);
+  ASSERT_NE(ah, nullptr);
+  ASSERT_EQ(post_recv(u[1], 1, 0, 40 + 100), 0);
+  ASSERT_EQ(post_recv(u[1], 2, 4096, 40 + 8), 0);
+  std::memcpy(buf.data() + 8192, "datagram", 8);
+  const auto send = [&](std::uint32_t len, std::uint32_t qkey) {
+    ibv_sge g = sge(8192, len);
+    ibv_send_wr wr{};
+    wr.wr_id = 9;
+    wr.sg_list = &g;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = u[1]->qp_num;
+    wr.wr.ud.remote_qkey = qkey;
+    return post(u[0], wr);
+  };
+  ASSERT_EQ(send(8, 0x22222222), 0);     // another Q_Key: dropped, its send completes
+  ASSERT_EQ(send(8, 0x80000000), 0);     // the QP's own Q_Key (high bit)
+  ASSERT_EQ(send(100, 0x11111111), 0);   // 100 bytes into a 48-byte buffer
+  ASSERT_EQ(send(4097, 0x11111111), 0);  // beyond the MTU: a local length error (as rxe), the sender's QP in error
+  auto wcs = wait(6);
+  ASSERT_EQ(wcs.size(), 6u);
+  int sends = 0, too_long = 0;
+  for (const ibv_wc& w : wcs) {
+    if (w.wr_id == 9) {
+      if (w.status == IBV_WC_SUCCESS) ++sends;
+      if (w.status == IBV_WC_LOC_LEN_ERR) ++too_long;
+    } else if (w.wr_id == 1) {
+      ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+      EXPECT_EQ(w.byte_len, 40u + 8);
+      EXPECT_EQ(w.src_qp, u[0]->qp_num);
+      EXPECT_TRUE(w.wc_flags & IBV_WC_GRH);
+      EXPECT_EQ(std::memcmp(buf.data() + 40, "datagram", 8), 0);
+      const auto* ip = reinterpret_cast<const unsigned char*>(buf.data() + 20);
+      EXPECT_EQ(ip[0], 0x45);
+      EXPECT_EQ(ip[9], 17);
+      EXPECT_EQ(std::memcmp(ip + 16, gid.raw + 12, 4), 0) << "the destination address";
+    } else {
+      EXPECT_EQ(w.wr_id, 2u);
+      EXPECT_EQ(w.status, IBV_WC_LOC_LEN_ERR);
+    }
+  }
+  EXPECT_EQ(sends, 3);
+  EXPECT_EQ(too_long, 1);
+  EXPECT_EQ(state(u[1]), IBV_QPS_RTS) << "a receive's length error leaves the UD QP as it was";
+  EXPECT_EQ(ibv_destroy_ah(ah), 0);
+  for (ibv_qp* q : u) EXPECT_EQ(ibv_destroy_qp(q), 0);
+  ibv_context* iw = ibv_open_device(find_device("softrnic_iwarp0"));
+  ASSERT_NE(iw, nullptr);
+  ibv_pd* ipd = ibv_alloc_pd(iw);
+  ibv_cq* icq = ibv_create_cq(iw, 4, nullptr, nullptr, 0);
+  ia.send_cq = ia.recv_cq = icq;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp(ipd, &ia), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP) << "iWARP has no UD (as siw)";
+  ibv_destroy_cq(icq);
+  ibv_dealloc_pd(ipd);
+  ibv_close_device(iw);
+}
+
+// CQs as deep as mlx5's: libfabric's rxm asks for 262144 entries (the ring holds 65536; the rest
+// wait in memory, in order: PostPath.ACqThatOverflowsKeepsEveryCompletionInOrder).
+TEST_F(Verbs, CqsAsDeepAsMlx5sAreTaken) {
+  ibv_device_attr da{};
+  ASSERT_EQ(ibv_query_device(ctx, &da), 0);
+  EXPECT_EQ(da.max_cqe, 4194303);
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq(ctx, da.max_cqe + 1, nullptr, nullptr, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_cq* deep = ibv_create_cq(ctx, 262144, nullptr, nullptr, 0);
+  ASSERT_NE(deep, nullptr);
+  EXPECT_GE(deep->cqe, 262144);
+  EXPECT_EQ(ibv_destroy_cq(deep), 0);
+}

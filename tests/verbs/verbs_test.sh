@@ -25,6 +25,7 @@ as_user() {
   local env=(env SOFTRNIC_INFO_DIR="$work/info")
   [ -n "${SOFTRNIC_VERBS:-}" ] && env+=(SOFTRNIC_VERBS="$SOFTRNIC_VERBS")
   [ -n "${SOFTRNIC_IMPAIR:-}" ] && env+=(SOFTRNIC_IMPAIR="$SOFTRNIC_IMPAIR")
+  [ -n "${UCX_TLS:-}" ] && env+=(UCX_TLS="$UCX_TLS")
   if [ "$(id -u)" = 0 ]; then
     "${in_ns[@]}" runuser -u nobody -- "${env[@]}" "$run" --log "${SOFTRNIC_LOG:-info}" -- "$@"
   else
@@ -115,6 +116,13 @@ case_rc_pingpong_impaired() {
   r=$(grep -ohE "retransmits [0-9]+" "$work/impaired.server" "$work/impaired.client" | awk '{s += $2} END {print s + 0}')
   [ "$r" -gt 0 ] || fail_with "$work" "no retransmission under a 3 % drop" impaired.server impaired.client
   echo "ok: $r retransmissions"
+}
+
+# UD on RoCEv2: ibv_ud_pingpong (its datagrams behind the GRH, to the AH of the peer's GID).
+case_ud_pingpong() {
+  need ibv_ud_pingpong
+  pair ud 60 ibv_ud_pingpong -g 1 -s 1024 -n 1000
+  expect ud ud.client "1000 iters in"
 }
 
 case_srq_pingpong() {
@@ -287,6 +295,57 @@ fab_pair() {
   echo "ok: $name (fi_pingpong $*)"
 }
 
+# OFA dapl's own provider (libdaplofa: libdapl2's cma provider, over rdma_cm and verbs) on
+# softrnic's libraries, against softrnic's DAT provider: unmodified dtest and dtestsrq, OFA dapl
+# as server and as client, on both wires. dtestsrq passes only where the QP leaving an SRQ raises
+# IBV_EVENT_QP_LAST_WQE_REACHED, which OFA dapl waits for (siw and rxe never raise it). Each
+# side's dat.conf names its provider sr_test: dtest's server tells the client its provider's name.
+case_ofa_dapl() {
+  need dtest dtestsrq
+  [ -e /usr/lib/x86_64-linux-gnu/libdaplofa.so.2 ] || [ -n "$(ldconfig -p | grep libdaplofa.so.2)" ] ||
+    skip "libdaplofa.so.2 is missing (Debian package libdapl2)"
+  local w role tool
+  for w in roce tcp; do
+    printf 'sr_test u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 "%s 0" ""\n' "$srv_ip" >"$work/ofa-server.conf"
+    printf 'sr_test u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 "%s 0" ""\n' "$cli_ip" >"$work/ofa-client.conf"
+    printf 'sr_test u2.0 nonthreadsafe default %s dapl.2.0 "wire=%s ip=%s" ""\n' \
+      "$build/dat/libdaplsoftrnic.so.2" "$w" "$srv_ip" >"$work/softrnic-server.conf"
+    printf 'sr_test u2.0 nonthreadsafe default %s dapl.2.0 "wire=%s ip=%s" ""\n' \
+      "$build/dat/libdaplsoftrnic.so.2" "$w" "$cli_ip" >"$work/softrnic-client.conf"
+    for role in server client; do
+      dapl_pair "dtest-$w-ofa-$role" "$w" "$role" "DAPL Test Complete\. PASSED" dtest -B 200
+      dapl_pair "dtestsrq-$w-ofa-$role" "$w" "$role" "DAPL RC SRQ Test Complete\." dtestsrq
+    done
+  done
+}
+
+# dapl_pair NAME WIRE OFA_ROLE SUCCESS TOOL ARGS...: TOOL's server and client, OFA dapl (on
+# softrnic's verbs, SOFTRNIC_VERBS) in OFA_ROLE, softrnic's DAT provider in the other. Passes when
+# both outputs say SUCCESS and neither has an error line (dapl2-utils' exit codes are unreliable).
+dapl_pair() {
+  local name=$1 wire=$2 ofa=$3 success=$4
+  shift 4
+  local tool=("$@") sconf=$work/softrnic-server.conf cconf=$work/ofa-client.conf
+  [ "$ofa" = server ] && sconf=$work/ofa-server.conf cconf=$work/softrnic-client.conf
+  SOFTRNIC_VERBS="wire=$wire ip=$srv_ip" as_user env DAT_OVERRIDE="$sconf" timeout 120 "${tool[@]}" -s -P sr_test \
+    >"$work/$name.server" 2>&1 &
+  local spid=$! i
+  for i in $(seq 1 100); do
+    ss -Hltn "sport = :15828" 2>/dev/null | grep -q . && grep -q "waiting\|ready" "$work/$name.server" && break
+    kill -0 "$spid" 2>/dev/null || break
+    sleep 0.1
+  done
+  SOFTRNIC_VERBS="wire=$wire ip=$cli_ip" as_user env DAT_OVERRIDE="$cconf" timeout 120 "${tool[@]}" -P sr_test \
+    -h "$srv_ip" >"$work/$name.client" 2>&1
+  wait "$spid"
+  local f
+  for f in server client; do
+    grep -qE "$success" "$work/$name.$f" || fail_with "$work" "$name: the $f did not say /$success/" "$name.server" "$name.client"
+    ! grep -qE "Error|ERR:" "$work/$name.$f" || fail_with "$work" "$name: an error line" "$name.server" "$name.client"
+  done
+  echo "ok: $name (${tool[*]}; OFA dapl the $ofa)"
+}
+
 # UCX 1.13 (ucx-utils), unmodified: ucx_info lists the device with its rc_verbs transport (it
 # checks /dev/infiniband/uverbsN: softrnic_run's libsoftrnic_devfiles answers), and ucx_perftest
 # runs UCT's active messages, puts and gets over rc_verbs between two processes (their addresses
@@ -304,6 +363,14 @@ case_ucx() {
       ucx_perftest "$srv_ip" -p "$port" -d softrnic_roce0:1 -x rc_verbs -t "${args[@]}"
     expect "ucx_perftest ${args[0]}" "ucx-${args[0]}.client" '^Final:\s+[0-9]+'
   done
+  # UCP's tag matching over UCX's "rc" (rc_verbs, with ud_verbs for the wire-up: UCX's own tcp
+  # transport cannot be the auxiliary one, it lacks asynchronous callbacks).
+  for t in "tag_lat -n 1000" "tag_bw -s 65536 -n 200"; do
+    read -r -a args <<<"$t"
+    UCX_TLS=rc_verbs,ud_verbs cm_pair "ucp-${args[0]}" 60 roce ucx_perftest -p "$port" -- \
+      ucx_perftest "$srv_ip" -p "$port" -t "${args[@]}"
+    expect "ucx_perftest ${args[0]} (UCP)" "ucp-${args[0]}.client" '^Final:\s+[0-9]+'
+  done
 }
 
 case $case_name in
@@ -311,6 +378,7 @@ case $case_name in
   ucx) case_ucx ;;
   qperf) case_qperf ;;
   libfabric) case_libfabric ;;
+  ofa_dapl) case_ofa_dapl ;;
   rping) case_rping ;;
   ucmatose) case_ucmatose ;;
   rdma_server) case_rdma_server ;;
@@ -318,6 +386,7 @@ case $case_name in
   rc_pingpong) case_rc_pingpong ;;
   rc_pingpong_impaired) case_rc_pingpong_impaired ;;
   srq_pingpong) case_srq_pingpong ;;
+  ud_pingpong) case_ud_pingpong ;;
   ib_*) case_perftest "$case_name" ;;
   *) echo "FAIL: unknown case $case_name"; exit 2 ;;
 esac

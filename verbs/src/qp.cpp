@@ -106,20 +106,41 @@ int to_reset(VQp* v) {
   return 0;
 }
 
+// What a move from RESET to INIT must set: a UD QP its Q_Key where an RC QP its access flags.
+int init_mask(const VQp* v) {
+  return IBV_QP_PKEY_INDEX | IBV_QP_PORT | (v->qp.qp_type == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
+}
+
+// A UD QP's Q_Key: this modify's, else the one INIT set.
+std::uint32_t qkey_of(const VQp* v, const ibv_qp_attr* a, int mask) {
+  return mask & IBV_QP_QKEY ? a->qkey : v->attr.qkey;
+}
+
+int ud_to_rts(VQp* v, const ibv_qp_attr* a, int mask) {
+  if (!(mask & IBV_QP_SQ_PSN)) return EINVAL;
+  RoceRts t;
+  t.sq_psn = a->sq_psn;
+  return to_errno(dev_of(v)->roce_rts(v->q, t));
+}
+
 int move(VQp* v, const ibv_qp_attr* a, int mask) {
   const ibv_qp_state cur = state_of(v);
   switch (a->qp_state) {
     case IBV_QPS_RESET: return to_reset(v);
     case IBV_QPS_INIT:
       if (cur != IBV_QPS_RESET && cur != IBV_QPS_INIT) return EINVAL;
-      if (cur == IBV_QPS_RESET && (mask & (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) !=
-                                      (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-        return EINVAL;
+      if (cur == IBV_QPS_RESET && (mask & init_mask(v)) != init_mask(v)) return EINVAL;
       if ((mask & IBV_QP_PORT) && a->port_num != 1) return EINVAL;
       v->init = true;
       return 0;
-    case IBV_QPS_RTR: return cur == IBV_QPS_INIT ? to_rtr(v, a, mask) : EINVAL;
-    case IBV_QPS_RTS: return cur == IBV_QPS_RTR ? to_rts(v, a, mask) : cur == IBV_QPS_RTS ? 0 : EINVAL;
+    case IBV_QPS_RTR:
+      if (cur != IBV_QPS_INIT) return EINVAL;
+      return v->qp.qp_type == IBV_QPT_UD ? to_errno(dev_of(v)->roce_ud_rtr(v->q, qkey_of(v, a, mask)))
+                                         : to_rtr(v, a, mask);
+    case IBV_QPS_RTS:
+      if (cur == IBV_QPS_RTS) return 0;
+      if (cur != IBV_QPS_RTR) return EINVAL;
+      return v->qp.qp_type == IBV_QPT_UD ? ud_to_rts(v, a, mask) : to_rts(v, a, mask);
     case IBV_QPS_ERR:
       if (cur == IBV_QPS_ERR) return 0;
       if (const Status s = dev_of(v)->modify_qp(v->q, QpState::error); s != Status::ok) return to_errno(s);
@@ -145,6 +166,7 @@ void remember(VQp* v, const ibv_qp_attr* a, int mask) {
   if (mask & IBV_QP_RETRY_CNT) s.retry_cnt = a->retry_cnt;
   if (mask & IBV_QP_RNR_RETRY) s.rnr_retry = a->rnr_retry;
   if (mask & IBV_QP_MAX_QP_RD_ATOMIC) s.max_rd_atomic = a->max_rd_atomic;
+  if (mask & IBV_QP_QKEY) s.qkey = a->qkey;
 }
 
 ibv_wc_opcode wc_opcode(WcOpcode o) {
@@ -186,6 +208,13 @@ void to_ibv_wc(const Wc& w, ibv_wc& o) {
   auto* v = static_cast<VQp*>(w.qp_context);
   o.qp_num = v ? v->qp.qp_num : 0;
   o.src_qp = v ? v->attr.dest_qp_num : 0;
+  if (v && v->qp.qp_type == IBV_QPT_UD && w.opcode == WcOpcode::recv) {
+    o.src_qp = w.src_qp;
+    if (w.status == WcStatus::success) o.wc_flags |= IBV_WC_GRH;  // (the buffer's first 40 bytes)
+    // The L3 header the GRH holds, as mlx5 reports it in the SL bits (2: IPv4): UCX's UD reads it
+    // to find the destination address in the GRH (rxe reports 0, and UCX then drops the datagram).
+    o.sl = 2;
+  }
   if (w.with_imm) {
     o.wc_flags |= IBV_WC_WITH_IMM;
     o.imm_data = w.imm;
@@ -239,7 +268,13 @@ int to_send_wr(VQp* v, const ibv_send_wr* wr, SendWr& out, Sge* sges) {
     case IBV_WR_ATOMIC_FETCH_AND_ADD: out.opcode = SendOpcode::fetch_add; break;
     default: return EINVAL;
   }
-  if (out.opcode == SendOpcode::cmp_swap || out.opcode == SendOpcode::fetch_add) {
+  if (v->qp.qp_type == IBV_QPT_UD) {
+    // The AH's address and the peer's QPN; a Q_Key with its high bit set is the QP's own (IBTA 10.2.5).
+    if (!wr->wr.ud.ah) return EINVAL;
+    out.ud.ip = reinterpret_cast<const VAh*>(wr->wr.ud.ah)->to.ip;
+    out.ud.qpn = wr->wr.ud.remote_qpn;
+    out.ud.qkey = wr->wr.ud.remote_qkey & 0x80000000u ? v->attr.qkey : wr->wr.ud.remote_qkey;
+  } else if (out.opcode == SendOpcode::cmp_swap || out.opcode == SendOpcode::fetch_add) {
     out.rkey = wr->wr.atomic.rkey;
     out.remote_addr = wr->wr.atomic.remote_addr;
     out.compare_add = wr->wr.atomic.compare_add;
@@ -358,7 +393,10 @@ extern "C" {
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   Context* c = ctx_of(pd->context);
-  if (a->qp_type != IBV_QPT_RC) return fail<ibv_qp>(EOPNOTSUPP);  // RC only (docs/verbs.md)
+  // RC, and UD on RoCEv2 without an SRQ (docs/verbs.md): as rxe, and siw has no UD.
+  const bool ud = a->qp_type == IBV_QPT_UD;
+  if (a->qp_type != IBV_QPT_RC && !ud) return fail<ibv_qp>(EOPNOTSUPP);
+  if (ud && (c->dev->wire() != Wire::roce || a->srq)) return fail<ibv_qp>(EOPNOTSUPP);
   if (!valid_caps(a, c->dev->limits())) return fail<ibv_qp>(EINVAL);
   auto* v = new VQp;
   v->ctx = c;
@@ -369,6 +407,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   if (a->srq) v->cap.max_recv_wr = 0;
   v->sig_all = a->sq_sig_all != 0;
   QpInit init;
+  init.type = ud ? QpType::ud : QpType::rc;
   init.pd = reinterpret_cast<VPd*>(pd)->p;
   init.send_cq = reinterpret_cast<VCq*>(a->send_cq)->c;
   init.recv_cq = reinterpret_cast<VCq*>(a->recv_cq)->c;
@@ -396,7 +435,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qp.srq = a->srq;
   qp.qp_num = c->dev->qp_num(v->q);
   qp.state = IBV_QPS_RESET;
-  qp.qp_type = IBV_QPT_RC;
+  qp.qp_type = a->qp_type;
   pthread_mutex_init(&qp.mutex, nullptr);
   pthread_cond_init(&qp.cond, nullptr);
   v->attr.cap = a->cap = v->cap;
@@ -432,7 +471,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
     init->recv_cq = qp->recv_cq;
     init->srq = qp->srq;
     init->cap = v->cap;
-    init->qp_type = IBV_QPT_RC;
+    init->qp_type = qp->qp_type;
     init->sq_sig_all = v->sig_all;
   }
   return 0;

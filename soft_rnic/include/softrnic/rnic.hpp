@@ -183,6 +183,10 @@ struct Wc {
   bool with_imm = false;               // recv: the message carried immediate data
   std::uint32_t imm = 0;               // its 4 bytes as they came (network order, opaque)
   bool solicited = false;              // recv: the message asked for a solicited event (its SE bit)
+  // recv on a UD QP: the sender's QP number and IPv4 address (host order); the buffer's first 40
+  // bytes hold the GRH (byte_len counts them).
+  std::uint32_t src_qp = 0;
+  std::uint32_t src_ip = 0;
 };
 
 // rdma_read: sgl (one SGE) is the local sink, rkey/remote_addr the remote source.
@@ -201,6 +205,14 @@ enum class SendOpcode : std::uint8_t {
   cmp_swap,
   fetch_add
 };
+// A datagram's destination (a UD QP's send; RoCEv2): the peer's IPv4 address (host order), its
+// QP number and the Q_Key the datagram carries.
+struct UdDest {
+  std::uint32_t ip = 0;
+  std::uint32_t qpn = 0;
+  std::uint32_t qkey = 0;
+};
+
 struct SendWr {
   std::uint64_t wr_id = 0;
   SendOpcode opcode = SendOpcode::send;
@@ -217,6 +229,7 @@ struct SendWr {
   std::uint32_t imm = 0;          // send_imm, rdma_write_imm: 4 opaque bytes (network order)
   std::uint64_t compare_add = 0;  // cmp_swap: the value compared; fetch_add: the value added
   std::uint64_t swap = 0;         // cmp_swap: the value stored when equal
+  UdDest ud;                      // a UD QP's send: where the datagram goes
 };
 struct RecvWr {
   std::uint64_t wr_id = 0;
@@ -244,7 +257,13 @@ struct CmEvent {
   std::string reason;  // for broken: what happened
 };
 
+// RC: a reliable connection. UD: unreliable datagrams (RoCEv2 only, as on rxe): Sends and Sends
+// with Immediate of at most the path MTU, each to the destination its work request names,
+// complete once sent; a receive takes the next buffer, or the datagram is dropped.
+enum class QpType : std::uint8_t { rc, ud };
+
 struct QpInit {
+  QpType type = QpType::rc;
   Pd* pd = nullptr;
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
@@ -332,14 +351,15 @@ struct DeviceCounters {
   std::uint64_t terminates_sent = 0, terminates_received = 0;  // iWARP: the Terminates that broke connections
   std::uint64_t fatal_naks_sent = 0, fatal_naks_received = 0;  // RoCEv2: the NAKs that did (not RNR or PSN sequence)
   std::uint64_t rx_dropped_requests = 0;                       // connection requests beyond the pending limit
-  std::uint64_t rx_bad_acks = 0;       // acknowledgements of data never sent, SACK blocks outside what is in flight
-  std::uint64_t challenge_acks = 0;    // in-window control frames (RESET, DISCONNECT) not at the exact sequence
-  std::uint64_t rx_bad_cookies = 0;    // connection requests with a wrong or stale cookie
-  std::uint64_t rx_stray_cm = 0;       // RoCEv2 CM messages no connection of ours takes (state, peer, IDs)
-  std::uint64_t cookies_sent = 0;      // connection requests answered with a cookie
-  std::uint64_t keepalive_probes = 0;  // probes sent to idle peers
-  std::uint64_t dead_peers = 0;        // connections broken by unanswered keepalive probes
-  std::uint64_t memory_faults = 0;     // registered memory found unmapped or protected at access
+  std::uint64_t rx_bad_acks = 0;           // acknowledgements of data never sent, SACK blocks outside what is in flight
+  std::uint64_t challenge_acks = 0;        // in-window control frames (RESET, DISCONNECT) not at the exact sequence
+  std::uint64_t rx_bad_cookies = 0;        // connection requests with a wrong or stale cookie
+  std::uint64_t rx_stray_cm = 0;           // RoCEv2 CM messages no connection of ours takes (state, peer, IDs)
+  std::uint64_t cookies_sent = 0;          // connection requests answered with a cookie
+  std::uint64_t keepalive_probes = 0;      // probes sent to idle peers
+  std::uint64_t dead_peers = 0;            // connections broken by unanswered keepalive probes
+  std::uint64_t memory_faults = 0;         // registered memory found unmapped or protected at access
+  std::uint64_t rx_dropped_datagrams = 0;  // UD (RoCEv2): no receive posted, a wrong Q_Key or opcode
 };
 
 struct QpCounters {
@@ -491,6 +511,8 @@ class Device {
   // answers its Reads and Writes; receives may be posted, sends not) and RTS.
   virtual Status roce_rtr(Qp* qp, const RoceRtr& a) = 0;
   virtual Status roce_rts(Qp* qp, const RoceRts& a) = 0;
+  // A UD QP's RTR: it takes datagrams that carry `qkey` (then roce_rts: its first PSN).
+  virtual Status roce_ud_rtr(Qp* qp, std::uint32_t qkey) = 0;
   // The QP's number (its RoCEv2 QPN; 24 bits).
   virtual std::uint32_t qp_num(const Qp* qp) const = 0;
 
