@@ -10,7 +10,8 @@ if [[ ${1:-} != --demo ]]; then
   pkgs+=(git python3 libgtest-dev dapl2-utils tshark iproute2 libdpdk-dev dpdk ethtool dpkg-dev file go-md2man
          groff-base
          # the verbs door: rdma-core's headers (its ABI reference), and the programs that judge it
-         libibverbs-dev librdmacm-dev ibverbs-utils perftest rdmacm-utils qperf ucx-utils libfabric-bin)
+         libibverbs-dev librdmacm-dev ibverbs-utils perftest rdmacm-utils qperf ucx-utils libfabric-bin
+         openmpi-bin libopenmpi-dev)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

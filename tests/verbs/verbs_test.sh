@@ -346,6 +346,24 @@ dapl_pair() {
   echo "ok: $name (${tool[*]}; OFA dapl the $ofa)"
 }
 
+# Open MPI 4.1 (openmpi-bin), unmodified, with its UCX layers (pml ucx, osc ucx) on UCX's "rc"
+# over softrnic (UCX_TLS without shared memory or tcp: the two ranks of one host talk through
+# softrnic's RoCEv2 devices, each at its own loopback address by default): tests/verbs/
+# mpi_verbs.c, compiled here with mpicc, checks every byte of its Sends, Receives, Puts and Gets.
+case_mpi() {
+  need mpirun mpicc
+  mpicc -O2 -o "$work/mpi_verbs" "$(dirname "${BASH_SOURCE[0]}")/mpi_verbs.c" >"$work/mpicc" 2>&1 ||
+    fail_with "$work" "mpicc failed" mpicc
+  chmod 0755 "$work/mpi_verbs"
+  UCX_TLS=rc_verbs,ud_verbs,self as_user timeout 180 mpirun -np 2 --mca pml ucx --mca osc ucx \
+    --mca btl '^vader,tcp,openib,uct' "$work/mpi_verbs" >"$work/mpi" 2>&1 || fail_with "$work" "mpirun failed" mpi
+  [ "$(grep -c '^mpi_verbs: rank [01]: ok' "$work/mpi")" = 2 ] || fail_with "$work" "a rank did not say ok" mpi
+  # The ranks' RC QPs went through softrnic: its log names each one established.
+  [ "$(grep -c 'QP\[[0-9]*\]: established' "$work/mpi")" -ge 2 ] ||
+    fail_with "$work" "no softrnic QP was established" mpi
+  echo "ok: mpirun -np 2 (pml ucx, osc ucx) over softrnic"
+}
+
 # UCX 1.13 (ucx-utils), unmodified: ucx_info lists the device with its rc_verbs transport (it
 # checks /dev/infiniband/uverbsN: softrnic_run's libsoftrnic_devfiles answers), and ucx_perftest
 # runs UCT's active messages, puts and gets over rc_verbs between two processes (their addresses
@@ -379,6 +397,7 @@ case $case_name in
   qperf) case_qperf ;;
   libfabric) case_libfabric ;;
   ofa_dapl) case_ofa_dapl ;;
+  mpi) case_mpi ;;
   rping) case_rping ;;
   ucmatose) case_ucmatose ;;
   rdma_server) case_rdma_server ;;
