@@ -26,7 +26,8 @@
 #       BUILD_DIR/tools/softrnic_perftest: perftest's exit status and result line, no perftest
 #       error line but the cosmetic "Failed to disconnect RDMA CM", softrnic_perftest's data
 #       verdict, and for bw the report both sides print equal: the client's figures, sent over
-#       the control connection)
+#       the control connection), verbs_write_bw_cm (ib_write_bw -R -s 4096 -n 5 on both sides,
+#       the host's unmodified over softrnic's librdmacm: softrnic_server only)
 # --ia-params  appended to the softrnic line's ia_params ("wire=tcp ip=10.99.0.1 ..."), e.g.
 #              "mpa_crc=0", "mpa_rev=1", "mpa_p2p=0"
 # --rdmavm     the referee (default: <source dir>/../shared/tools/rdmavm)
@@ -141,6 +142,20 @@ case $tool in
     ok_srv="^server ping data: rdma-ping-$((rping_n - 1)): "
     ok_cli="^ping data: rdma-ping-$((rping_n - 1)): "
     h_ok_srv=$ok_srv h_ok_cli=$ok_cli
+    ;;
+  verbs_write_bw_cm)
+    # perftest's ib_write_bw -R on both sides: on siw, and on the host unmodified over softrnic's
+    # librdmacm and libibverbs (softrnic_run, VERBSPEC). The softrnic server only: as client,
+    # Debian's perftest 4.5 connects its data QP right after the control handshake and the TCG
+    # guest's listener comes later; its retry of the refused connect crashes (freed memory), so
+    # the client role keeps tools/softrnic_perftest (perftest_write_bw), which retries.
+    popts_="-R -p 18518 -n 5 -s 4096 -F"
+    srv="ib_write_bw -d siw0 $popts_" cli="ib_write_bw -d siw0 $popts_ ADDR"
+    h_srv="$build/bin/softrnic_run --verbs 'VERBSPEC' -- ib_write_bw -d softrnic_iwarp0 $popts_"
+    h_cli="$build/bin/softrnic_run --verbs 'VERBSPEC' -- ib_write_bw -d softrnic_iwarp0 $popts_ ADDR"
+    srv_ready_port=18518
+    ok_srv="^ 4096 +5 +[-+0-9.a-z]+([[:space:]]+[-+0-9.a-z]+){2}[[:space:]]*$"
+    ok_cli=$ok_srv h_ok_srv=$ok_srv h_ok_cli=$ok_srv
     ;;
   reject)
     # An MPA reject with private data, each way. softrnic client: OFA dapl's dtest server on siw

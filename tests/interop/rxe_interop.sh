@@ -38,6 +38,7 @@
 #       verbs_rc_pingpong, verbs_write_bw, verbs_read_bw: the same Debian program on both sides,
 #       on the host unmodified over softrnic's libibverbs.so.1 (build/bin/softrnic_run):
 #       ibv_rc_pingpong -s 4096 -n 200 -c, ib_write_bw / ib_read_bw -s 65536 -n 10 without -R.
+#       verbs_write_bw_cm: ib_write_bw -R on both sides (the host's over softrnic's librdmacm).
 # --keep DIR  keep logs and the capture (DIR/cap-rxe.pcap); without it they are kept only on failure
 # INTEROP_TOOL_TIMEOUT  bound of each tool in seconds (default 120)
 # The capture must show RoCEv2 only with valid ICRCs (../shared/tools/wirecheck/check_icrc.py).
@@ -177,7 +178,7 @@ case $tool in
         fi ;;
     esac
     ;;
-  verbs_rc_pingpong|verbs_write_bw|verbs_read_bw)
+  verbs_rc_pingpong|verbs_write_bw|verbs_read_bw|verbs_write_bw_cm)
     # The same Debian programs on both sides: on the host over softrnic's libibverbs.so.1
     # (softrnic_run, device softrnic_roce0 on 10.99.1.1, GID index 1), unmodified. Each judges
     # by itself (rc_pingpong -c checks the data on both ends); for bw both print the client's
@@ -190,6 +191,15 @@ case $tool in
         h_srv="$run_ ibv_rc_pingpong -d softrnic_roce0 -g 1 -s $size -n $n -c"
         g_ok="^$n iters in [0-9.]+ seconds" h_ok=$g_ok
         g_bad='invalid data in page|Failed status|Couldn.t|failed'
+        ;;
+      verbs_write_bw_cm)
+        # -R: the data QP through rdma_cm (IB CM over QP1) on both sides: softrnic's librdmacm
+        n=10 size=65536
+        srv="ib_write_bw -d rxe0 -R -p 18515 -n $n -s $size -F"
+        h_srv="$run_ ib_write_bw -d softrnic_roce0 -R -p 18515 -n $n -s $size -F"
+        g_ok="^ $size +$n +[-+0-9.a-z]+([[:space:]]+[-+0-9.a-z]+){2}[[:space:]]*$" h_ok=$g_ok
+        g_bad='Completion with error|Failed status|Failed to [^d]|Bad wc status|Couldn.t|Unable to|not compatible'
+        h_ready_wait=2  # (rdma_cm listens on no socket the host could watch)
         ;;
       *)
         n=10 size=65536 pt_tool=${tool#verbs_}
