@@ -190,6 +190,12 @@ def measure_udp(m, stacks, bench, size, iters):
                 m["kernel-udp (block)"] = lambda: peer_call("udp_pingpong", stacks["build"], size, iters, "block")
             m["udp netdev, no RNIC"] = lambda: udp_netdev_pingpong(stacks["build"], size, iters)
         m["ucx-tcp tag_lat"] = lambda: peer_call("ucx_tag_lat", size, iters)
+        # UCX on softrnic (UCP over rc_verbs + ud_verbs through softrnic's libibverbs), against UCX's tcp
+        m["ucx-roce tag_lat"] = lambda: peer_call("ucx_tag_lat", size, iters, stacks["build"])
+        if size == 64:
+            # qperf: RC over softrnic (rdma_cm) against kernel TCP, both qperf's own means
+            m["qperf rc_lat"] = lambda: peer_call("qperf_lat", "rc_lat", size, stacks["build"])
+            m["qperf tcp_lat"] = lambda: peer_call("qperf_lat", "tcp_lat", size)
         m["fi tcp"] = lambda: peer_call("fi_pingpong", "tcp", size, iters)
         m["fi udp;ofi_rxd"] = lambda: peer_call("fi_pingpong", "udp;ofi_rxd", size, iters)
         if stacks.get("roce"):
@@ -198,6 +204,8 @@ def measure_udp(m, stacks, bench, size, iters):
             # ib_send_lat does: each Send signaled, its completion (its ACK) awaited before the reply
             m["softrnic-roce (wait-send)"] = lambda: stacks["roce"].run("pingpong", size, iters, wait_send=True)
             m["verbs-roce ib_send_lat"] = lambda: peer_call("perftest_lat", stacks["build"], size, iters)
+            m["verbs-roce ib_send_lat -R"] = lambda: peer_call("perftest_lat", stacks["build"], size, iters,
+                                                               "ib_send_lat", True)
         if stacks.get("roce_memif") and size <= 8000:
             m["softrnic-roce-memif"] = lambda: stacks["roce_memif"].run("pingpong", size, iters)
         if stacks.get("memif") and size <= 8000:
@@ -209,9 +217,13 @@ def measure_udp(m, stacks, bench, size, iters):
         if bench == "write_bw":
             m["ucx-tcp put_bw"] = lambda: peer_call("ucx_put_bw", size, iters)
             m["ucx-tcp tag_bw"] = lambda: peer_call("ucx_tag_bw", size, iters)
+            m["ucx-roce put_bw"] = lambda: peer_call("ucx_put_bw", size, iters, stacks["build"])
+            m["ucx-roce tag_bw"] = lambda: peer_call("ucx_tag_bw", size, iters, stacks["build"])
         if stacks.get("roce"):
             m["softrnic-roce"] = lambda: stacks["roce"].run(bench, size, iters, window=16 if size <= MIB else 4)
             m[f"verbs-roce ib_{bench}"] = lambda: peer_call("perftest_bw", stacks["build"], f"ib_{bench}", size, iters)
+            m[f"verbs-roce ib_{bench} -R"] = lambda: peer_call("perftest_bw", stacks["build"], f"ib_{bench}", size,
+                                                               iters, None, True)
             # the same window as the DAT row (perftest's own default keeps 128 in flight)
             win = 16 if size <= MIB else 4
             m[f"verbs-roce ib_{bench} -t {win}"] = lambda: peer_call("perftest_bw", stacks["build"], f"ib_{bench}",
@@ -259,9 +271,20 @@ def summarize(bench, size, runs_by_stack):
     figures = {row[0]: row[1] for row in rows}
     out = []
     for row in rows:
+        if row[0] in PAIRED:  # a stack on softrnic against the same stack on the kernel's sockets
+            peer = figures.get(PAIRED[row[0]])
+            out.append(row + ((row[1] / peer) if row[1] and peer else None,))
+            continue
         ours = figures.get(reference(row[0]))
         out.append(row + ((ours / row[1]) if ours and row[1] and row[0] != reference(row[0]) else None,))
     return key, out
+
+
+# Rows of a stack over softrnic whose ratio is taken against the same stack over kernel sockets in the
+# same run (issue 32's targets: UCX put_bw on softrnic >= 1.5x UCX on tcp at 64 KiB, its latency no
+# worse; qperf rc_lat no slower than qperf tcp_lat).
+PAIRED = {"ucx-roce tag_lat": "ucx-tcp tag_lat", "ucx-roce put_bw": "ucx-tcp put_bw",
+          "ucx-roce tag_bw": "ucx-tcp tag_bw", "qperf rc_lat": "qperf tcp_lat"}
 
 
 def reference(stack):
@@ -269,7 +292,7 @@ def reference(stack):
     the MPA/TCP rows (softrnic-tcp, kernel-tcp) against softrnic over MPA/TCP, the blocking rows against
     softrnic's blocking (dat_evd_wait) row of that wire, the rest against softrnic-udp; the event-driven
     (cno) and signaled rows have no peer of their kind and no ratio."""
-    if stack == "verbs-roce ib_send_lat":
+    if stack.startswith("verbs-roce ib_send_lat"):
         return "softrnic-roce (wait-send)"  # the verbs door against DAT doing the same: what the door costs
     if stack.startswith("verbs-roce"):
         return "softrnic-roce"  # the verbs door against DAT on the same wire: what the door costs

@@ -32,6 +32,9 @@ FI_PINGPONG = "/usr/bin/fi_pingpong"
 # UCX over its TCP transport on the loopback interface only (no shared memory, no self transport needed:
 # the two sides are separate processes).
 UCX_ENV = {"UCX_TLS": "tcp", "UCX_NET_DEVICES": "lo", "UCX_WARN_UNUSED_ENV_VARS": "n"}
+# UCX over softrnic: its "rc" (rc_verbs, with ud_verbs for the wire-up), no shared memory, no tcp.
+UCX_SOFTRNIC_ENV = {"UCX_TLS": "rc_verbs,ud_verbs", "UCX_WARN_UNUSED_ENV_VARS": "n"}
+QPERF = "/usr/bin/qperf"
 # fi_pingpong endpoint type per provider: tcp is connection-oriented (msg); ofi_rxd makes udp reliable
 # (rdm); plain udp is unreliable datagrams (dgram).
 FI_EP_TYPE = {"tcp": "msg", "udp;ofi_rxd": "rdm", "udp": "dgram", "tcp;ofi_rxm": "rdm"}
@@ -152,13 +155,18 @@ def _wait_until(pred, proc, timeout):
     return False
 
 
-def _client_server(what, server_argv, client_argv, env, port):
+def _client_server(what, server_argv, client_argv, env, port, settle=None):
     """Runs one server and one client to completion. Returns (client, server) with both exited 0, or None.
-    The client starts once the server listens on TCP `port` (its control connection)."""
+    The client starts once the server listens on TCP `port` (its control connection), or, with `settle`
+    (seconds), that long after the server started (an rdma_cm listener has no socket to watch)."""
     server = client = None
     try:
         server = _Proc(server_argv, env)
-        if not _wait_until(lambda: _listening(port), server, TIMEOUT_S):
+        if settle is not None:
+            time.sleep(settle)
+            if server.wait(0) is not None:
+                return _why(what, f"server exited at start: {server.tail()}")
+        elif not _wait_until(lambda: _listening(port), server, TIMEOUT_S):
             return _why(what, f"server not ready within {TIMEOUT_S:.0f} s: {server.tail()}")
         client = _Proc(client_argv, env)
         rc = client.wait(TIMEOUT_S)
@@ -283,10 +291,18 @@ def _warmup(iters):
 # --- UCX: ucx_perftest over the tcp transport ------------------------------------------------------------
 
 
-def _ucx(test, size, iters):
+def _ucx(test, size, iters, build_dir=None):
+    """ucx_perftest over UCX's tcp transport, or (build_dir given) over softrnic: UCX's "rc" (rc_verbs,
+    ud_verbs for the wire-up) on softrnic's libibverbs through build/bin/softrnic_run."""
     what = f"ucx {test}(size={size})"
     if not os.access(UCX_PERFTEST, os.X_OK):
         return _why("ucx", f"{UCX_PERFTEST} not installed (Debian package ucx-utils)")
+    launch, env = [], UCX_ENV
+    if build_dir:
+        run = os.path.join(build_dir, "bin", "softrnic_run")
+        if not os.access(run, os.X_OK):
+            return _why("ucx on softrnic", f"{run} not built")
+        launch, env = [run, "--"], UCX_SOFTRNIC_ENV
     try:
         port = _free_port()
     except OSError as e:
@@ -295,9 +311,9 @@ def _ucx(test, size, iters):
     # overall_mr). -w: the same warm-up as softrnic_udp_peer's (ucx_perftest's default is 10000 iterations).
     # The server takes its test parameters from the client.
     warmup = _warmup(iters)
-    server = [UCX_PERFTEST, "-p", str(port)]
-    client = [UCX_PERFTEST, "127.0.0.1", "-p", str(port), "-t", test, "-s", str(size), "-n", str(iters),
-              "-w", str(warmup), "-f", "-v"]
+    server = launch + [UCX_PERFTEST, "-p", str(port)]
+    client = launch + [UCX_PERFTEST, "127.0.0.1", "-p", str(port), "-t", test, "-s", str(size), "-n", str(iters),
+                       "-w", str(warmup), "-f", "-v"]
 
     def parse(c, s):
         row = None
@@ -315,15 +331,15 @@ def _ucx(test, size, iters):
                 "bw_mib_s": bw_overall, "msgs_per_s": mr_overall,
                 "client_cpu_us": c.cpu_us, "server_cpu_us": s.cpu_us}
 
-    return _finish(_client_server(what, server, client, UCX_ENV, port), parse)
+    return _finish(_client_server(what, server, client, env, port), parse)
 
 
-def ucx_tag_lat(size, iters):
+def ucx_tag_lat(size, iters, build_dir=None):
     """UCP tag-matching ping-pong. ucx_perftest's latency of a ping-pong test is ONE-WAY: it divides the
     round trip by 2 (libperf ucx_perf_calc_result, factor 2.0 for UCX_PERF_TEST_TYPE_PINGPONG). Its "typical"
     figure is the percentile (-R, default 50) of the last iterations' times (a 2048-entry queue). Returned
     here as round trips: median_us = 2 * typical, mean_us = 2 * overall average (whole run after warm-up)."""
-    r = _ucx("tag_lat", size, iters)
+    r = _ucx("tag_lat", size, iters, build_dir)
     if r is None:
         return None
     return {"median_us": 2 * r["typical_lat_us"], "mean_us": 2 * r["overall_lat_us"], "iters": r["iters"],
@@ -331,8 +347,8 @@ def ucx_tag_lat(size, iters):
             "server_cpu_us": r["server_cpu_us"], "one_way_typical_us": r["typical_lat_us"]}
 
 
-def _ucx_bw(test, size, iters):
-    r = _ucx(test, size, iters)
+def _ucx_bw(test, size, iters, build_dir=None):
+    r = _ucx(test, size, iters, build_dir)
     if r is None:
         return None
     # ucx_perftest's "MB/s" is MiB/s (bytes / 2**20). Our MB is 10**6 bytes: computed from the message rate
@@ -342,20 +358,20 @@ def _ucx_bw(test, size, iters):
             "cpu_includes_startup": True, "server_cpu_us": r["server_cpu_us"]}
 
 
-def ucx_tag_bw(size, iters):
+def ucx_tag_bw(size, iters, build_dir=None):
     """UCP tag-matching stream, one direction: mbps (10**6 B/s), msgs_per_s."""
-    return _ucx_bw("tag_bw", size, iters)
+    return _ucx_bw("tag_bw", size, iters, build_dir)
 
 
-def ucx_put_bw(size, iters):
+def ucx_put_bw(size, iters, build_dir=None):
     """UCP put (one-sided RMA write, ucx_perftest ucp_put_bw), one direction: mbps (10**6 B/s), msgs_per_s."""
-    return _ucx_bw("ucp_put_bw", size, iters)
+    return _ucx_bw("ucp_put_bw", size, iters, build_dir)
 
 
 # --- perftest over softrnic's libibverbs.so.1 (the verbs door, docs/verbs.md) -------------------------
 
 
-def _perftest(build_dir, prog, size, iters, extra=()):
+def _perftest(build_dir, prog, size, iters, extra=(), cm=False):
     """One perftest 4.5 program, server and client, unmodified, over softrnic's libibverbs (its launcher
     build/bin/softrnic_run; the default device, RoCEv2 on 127.0.0.x, GID index 1). The numbers of its one
     result line (after "#bytes #iterations"), or None."""
@@ -369,7 +385,10 @@ def _perftest(build_dir, prog, size, iters, extra=()):
         port = _free_port()
     except OSError as e:
         return _why(what, str(e))
-    base = [run, "--", prog, "-x", "1", "-s", str(size), "-n", str(iters), "-p", str(port), "-F"] + list(extra)
+    # -R (cm): the exchange and the data QP through rdma_cm (softrnic's librdmacm), else -x 1: the
+    # IPv4 GID and the QPs connected out of band
+    base = [run, "--", prog] + (["-R"] if cm else ["-x", "1"]) + ["-s", str(size), "-n", str(iters), "-p", str(port),
+                                                                 "-F"] + list(extra)
 
     def parse(c, s):
         for line in c.text().splitlines():
@@ -381,13 +400,13 @@ def _perftest(build_dir, prog, size, iters, extra=()):
                     continue
         return _why(what, f"no result line in the output: {c.tail()}")
 
-    return _finish(_client_server(what, base, base + ["127.0.0.1"], None, port), parse)
+    return _finish(_client_server(what, base, base + ["127.0.0.1"], None, port, 1.0 if cm else None), parse)
 
 
-def perftest_lat(build_dir, size, iters, prog="ib_send_lat"):
+def perftest_lat(build_dir, size, iters, prog="ib_send_lat", cm=False):
     """perftest's latency test. Its figures are ONE-WAY (half the round trip): t_min t_max t_typical t_avg
     t_stdev 99% 99.9%; returned as round trips (median_us = 2 * t_typical, p99_us = 2 * 99%)."""
-    r = _perftest(build_dir, prog, size, iters)
+    r = _perftest(build_dir, prog, size, iters, cm=cm)
     if r is None:
         return None
     v, c, s = r
@@ -397,10 +416,10 @@ def perftest_lat(build_dir, size, iters, prog="ib_send_lat"):
             "cpu_us_per_msg": c.cpu_us / iters, "cpu_includes_startup": True, "server_cpu_us": s.cpu_us}
 
 
-def perftest_bw(build_dir, prog, size, iters, tx_depth=None):
+def perftest_bw(build_dir, prog, size, iters, tx_depth=None, cm=False):
     """perftest's bandwidth test, one direction: BW peak, BW average, MsgRate [Mpps]; mbps (10**6 B/s) from
     the message rate (perftest's MB/sec is MiB/s). tx_depth: its -t (default 128 work requests in flight)."""
-    r = _perftest(build_dir, prog, size, iters, ["-t", str(tx_depth)] if tx_depth else ())
+    r = _perftest(build_dir, prog, size, iters, ["-t", str(tx_depth)] if tx_depth else (), cm)
     if r is None:
         return None
     v, c, s = r
@@ -408,6 +427,47 @@ def perftest_bw(build_dir, prog, size, iters, tx_depth=None):
         return _why(prog, f"a short result line: {v}")
     return {"mbps": v[2] * size, "msgs_per_s": v[2] * 1e6, "iters": iters,
             "cpu_us_per_msg": c.cpu_us / iters, "cpu_includes_startup": True, "server_cpu_us": s.cpu_us}
+
+
+# --- qperf: rc_lat over softrnic (-cm1: rdma_cm), tcp_lat over kernel TCP -----------------------------------
+
+
+def qperf_lat(test, size, build_dir=None, seconds=3):
+    """qperf's latency test `test` at `size` bytes: through softrnic (build_dir given: both sides under
+    build/bin/softrnic_run, -cm1) or plain (tcp_lat). qperf's latency is ONE-WAY (half the round trip), a
+    mean over the run (-t seconds): returned as a round trip, median_us = mean_us = 2 * latency."""
+    what = f"qperf {test}(size={size})"
+    if not os.access(QPERF, os.X_OK):
+        return _why("qperf", f"{QPERF} not installed (Debian package qperf)")
+    # On softrnic each side has its own device address (rdma_cm connects to the server's; the default
+    # "next free loopback address" would make that the client's own when 127.0.0.1 is taken).
+    srv_launch = cli_launch = []
+    addr, cm = "127.0.0.1", []
+    if build_dir:
+        run = os.path.join(build_dir, "bin", "softrnic_run")
+        if not os.access(run, os.X_OK):
+            return _why("qperf on softrnic", f"{run} not built")
+        addr, cm = "127.0.61.1", ["-cm1"]
+        srv_launch = [run, "--verbs", f"wire=roce ip={addr}", "--"]
+        cli_launch = [run, "--verbs", "wire=roce ip=127.0.61.2", "--"]
+    try:
+        port = _free_port()
+    except OSError as e:
+        return _why(what, str(e))
+    server = srv_launch + [QPERF, "-lp", str(port)]
+    client = cli_launch + [QPERF, addr, "-lp", str(port)] + cm + ["-t", str(seconds), "-m", str(size), test, "quit"]
+
+    def parse(c, s):
+        lines = c.text().splitlines()
+        for i, line in enumerate(lines[:-1]):
+            if line.strip() == f"{test}:":
+                parts = lines[i + 1].split()
+                if len(parts) >= 4 and parts[0] == "latency":
+                    us = float(parts[2]) * {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6}.get(parts[3], float("nan"))
+                    return {"median_us": 2 * us, "mean_us": 2 * us, "stat": "mean", "seconds": seconds}
+        return _why(what, f"no latency line in the output: {c.tail()}")
+
+    return _finish(_client_server(what, server, client, None, port), parse)
 
 
 # --- libfabric: fi_pingpong --------------------------------------------------------------------------------

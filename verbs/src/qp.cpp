@@ -357,9 +357,12 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* out) {
   auto* v = reinterpret_cast<VCq*>(cq);
   Device* dev = v->ctx->dev;
   // A consumer that spins on the CQ drives the engine itself (the progress thread stands back
-  // while it does); one that waits on a completion channel announces nothing, or the engine
-  // would wait for it while it sleeps (as dat_evd_dequeue with a CNO).
-  if (dev->cq_empty(v->c)) dev->progress(v->channel ? std::chrono::microseconds(0) : std::chrono::microseconds(2000));
+  // while it does); one about to wait on the CQ's completion channel (it armed the CQ: it polls
+  // once more before it sleeps) announces nothing, or the engine would wait for it while it
+  // sleeps (as dat_evd_dequeue with a CNO). A CQ with a channel that is polled unarmed is spun
+  // on: UCX makes its CQs with channels, and arms them only when its worker goes to sleep.
+  const bool will_sleep = v->channel && v->armed.load(std::memory_order_relaxed);
+  if (dev->cq_empty(v->c)) dev->progress(will_sleep ? std::chrono::microseconds(0) : std::chrono::microseconds(2000));
   int got = 0;
   Wc wc[16];
   while (got < n) {
