@@ -189,6 +189,30 @@ case_rping() {
   done
 }
 
+# A peer killed mid-connection (SIGKILL: no DREQ, no FIN from softrnic): rping's server hears
+# DISCONNECTED within the keepalive bound (RoCEv2: 5 s idle + 5 probes 1 s apart; iWARP: the
+# kernel ends the dead process's TCP connection at once) and exits.
+case_rping_killed() {
+  need rping
+  local w t0 t1
+  for w in roce tcp; do
+    SOFTRNIC_VERBS="wire=$w ip=$srv_ip" as_user timeout 60 rping -s -a "$srv_ip" -p "$port" -C 100000000 -S 1024 \
+      >"$work/killed-$w.server" 2>&1 &
+    local spid=$!
+    sleep 1
+    SOFTRNIC_VERBS="wire=$w ip=$cli_ip" as_user rping -c -a "$srv_ip" -p "$port" -C 100000000 -S 1024 \
+      >"$work/killed-$w.client" 2>&1 &
+    sleep 2
+    pkill -KILL -f "rping -c -a $srv_ip -p $port" || fail_with "$work" "no rping client to kill ($w)" "killed-$w.client"
+    t0=$(date +%s)
+    wait "$spid"
+    t1=$(date +%s)
+    expect "rping server, its client killed ($w)" "killed-$w.server" "server DISCONNECT EVENT"
+    [ $((t1 - t0)) -le 20 ] || fail_with "$work" "DISCONNECTED after $((t1 - t0)) s ($w)" "killed-$w.server"
+    echo "ok: $w: the killed client's server heard DISCONNECTED after $((t1 - t0)) s"
+  done
+}
+
 # ucmatose: four connections at once, 100 messages each way on each.
 case_ucmatose() {
   need ucmatose
@@ -399,6 +423,7 @@ case $case_name in
   ofa_dapl) case_ofa_dapl ;;
   mpi) case_mpi ;;
   rping) case_rping ;;
+  rping_killed) case_rping_killed ;;
   ucmatose) case_ucmatose ;;
   rdma_server) case_rdma_server ;;
   ib_*_cm) case_perftest_cm "$case_name" ;;
