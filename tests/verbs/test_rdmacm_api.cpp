@@ -153,6 +153,70 @@ TEST_F(RdmaCm, ConnectsWithPrivateDataBothWaysAndDisconnects) {
   EXPECT_EQ(disconnected, 3);
 }
 
+// A connection without a QP on either id (UCX's rdmacm wire-up: conn_param.qp_num names a QP the
+// consumer connects itself): private data both ways, CONNECT_RESPONSE then rdma_establish on the
+// active side, ESTABLISHED on the passive one, the path from rdma_init_qp_attr, DISCONNECTED.
+TEST_F(RdmaCm, AConnectionWithoutAQpCarriesPrivateDataAndThePath) {
+  const std::uint16_t port = next_port();
+  listener(port);
+  rdma_cm_id* c = new_id();
+  auto src = addr(kClientIp, 0), dst = addr(kServerIp, port);
+  ASSERT_EQ(rdma_resolve_addr(c, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  if (auto* e = next_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED)) rdma_ack_cm_event(e);
+  ASSERT_EQ(rdma_resolve_route(c, 2000), 0);
+  if (auto* e = next_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED)) rdma_ack_cm_event(e);
+  EXPECT_EQ(rdma_establish(c), -1) << "nothing to establish yet";
+  rdma_conn_param p{};
+  const char hi[] = "hi";
+  p.private_data = hi;
+  p.private_data_len = sizeof hi;
+  p.qp_num = 1234;
+  ASSERT_EQ(rdma_connect(c, &p), 0) << std::strerror(errno);
+  EXPECT_EQ(c->qp, nullptr);
+  rdma_cm_event* req = next_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr);
+  ASSERT_GE(req->param.conn.private_data_len, sizeof hi);
+  EXPECT_STREQ(static_cast<const char*>(req->param.conn.private_data), hi);
+  rdma_cm_id* s = req->id;
+  ids.push_back(s);
+  rdma_ack_cm_event(req);
+  const char yo[] = "yo";
+  rdma_conn_param a{};
+  a.private_data = yo;
+  a.private_data_len = sizeof yo;
+  a.qp_num = 5678;
+  ASSERT_EQ(rdma_accept(s, &a), 0) << std::strerror(errno);
+  rdma_cm_event* resp = next_event(ch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  ASSERT_NE(resp, nullptr);
+  EXPECT_EQ(resp->id, c);
+  ASSERT_GE(resp->param.conn.private_data_len, sizeof yo);
+  EXPECT_STREQ(static_cast<const char*>(resp->param.conn.private_data), yo);
+  rdma_ack_cm_event(resp);
+  EXPECT_EQ(rdma_establish(c), 0);
+  rdma_cm_event* est = next_event(ch, RDMA_CM_EVENT_ESTABLISHED);
+  ASSERT_NE(est, nullptr);
+  EXPECT_EQ(est->id, s);
+  rdma_ack_cm_event(est);
+  ibv_qp_attr qa{};
+  int mask = 0;
+  qa.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(rdma_init_qp_attr(c, &qa, &mask), 0);
+  EXPECT_TRUE(mask & IBV_QP_AV);
+  EXPECT_TRUE(qa.ah_attr.is_global);
+  EXPECT_EQ(qa.ah_attr.grh.sgid_index, 1);
+  EXPECT_EQ(std::memcmp(&qa.ah_attr.grh.dgid.raw[12], &dst.sin_addr.s_addr, 4), 0) << "the server's address";
+  EXPECT_EQ(qa.path_mtu, IBV_MTU_4096);
+  ASSERT_EQ(rdma_disconnect(c), 0);
+  int disconnected = 0;
+  for (int i = 0; i < 2; ++i) {
+    rdma_cm_event* e = next_event(ch, RDMA_CM_EVENT_DISCONNECTED);
+    ASSERT_NE(e, nullptr);
+    disconnected += e->id == c ? 1 : e->id == s ? 2 : 0;
+    rdma_ack_cm_event(e);
+  }
+  EXPECT_EQ(disconnected, 3);
+}
+
 TEST_F(RdmaCm, ARejectCarriesItsPrivateData) {
   const std::uint16_t port = next_port();
   listener(port);

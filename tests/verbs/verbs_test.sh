@@ -26,6 +26,7 @@ as_user() {
   [ -n "${SOFTRNIC_VERBS:-}" ] && env+=(SOFTRNIC_VERBS="$SOFTRNIC_VERBS")
   [ -n "${SOFTRNIC_IMPAIR:-}" ] && env+=(SOFTRNIC_IMPAIR="$SOFTRNIC_IMPAIR")
   [ -n "${UCX_TLS:-}" ] && env+=(UCX_TLS="$UCX_TLS")
+  [ -n "${UCX_SOCKADDR_TLS_PRIORITY:-}" ] && env+=(UCX_SOCKADDR_TLS_PRIORITY="$UCX_SOCKADDR_TLS_PRIORITY")
   if [ "$(id -u)" = 0 ]; then
     "${in_ns[@]}" runuser -u nobody -- "${env[@]}" "$run" --log "${SOFTRNIC_LOG:-info}" -- "$@"
   else
@@ -413,6 +414,27 @@ case_ucx() {
       ucx_perftest "$srv_ip" -p "$port" -t "${args[@]}"
     expect "ucx_perftest ${args[0]} (UCP)" "ucp-${args[0]}.client" '^Final:\s+[0-9]+'
   done
+  # UCP's client/server API (io_demo): its connection through UCX's rdmacm wire-up over
+  # softrnic's librdmacm (ids without QPs: CONNECT_RESPONSE, rdma_establish), its data over
+  # rc_verbs, every IO checked (-q). The server serves until it is stopped.
+  need io_demo
+  local io_port=$((port + 1))  # (ucx_perftest's connections above may hold $port in TIME_WAIT)
+  export UCX_SOCKADDR_TLS_PRIORITY=rdmacm  # (not UCX's own tcp sockcm)
+  UCX_TLS=rc_verbs,ud_verbs SOFTRNIC_VERBS="wire=roce ip=$srv_ip" as_user timeout 120 io_demo -p "$io_port" -q \
+    >"$work/io_demo.server" 2>&1 &
+  local spid=$!
+  sleep 2
+  UCX_TLS=rc_verbs,ud_verbs SOFTRNIC_VERBS="wire=roce ip=$cli_ip" as_user timeout 60 io_demo -p "$io_port" -i 200 \
+    -o write,read -q "$srv_ip" >"$work/io_demo.client" 2>&1
+  local crc=$?
+  pkill -TERM -f "io_demo -p $io_port -q" 2>/dev/null
+  stop_pid "$spid" TERM
+  unset UCX_SOCKADDR_TLS_PRIORITY
+  [ "$crc" = 0 ] || fail_with "$work" "io_demo's client exit $crc" io_demo.client io_demo.server
+  expect "io_demo (UCP client/server over rdmacm)" io_demo.client "Client exit with status 'OK'"
+  expect "io_demo (UCP client/server over rdmacm)" io_demo.client "total:200 "
+  ! grep -qiE "error|failed to|invalid" "$work/io_demo.client" ||
+    fail_with "$work" "io_demo: an error line" io_demo.client io_demo.server
 }
 
 case $case_name in

@@ -76,7 +76,8 @@ void Sink::on_event(const CmEvent& e) {
   ev->ev.id = &id->id;
   switch (e.type) {
     case CmEventType::established:
-      ev->ev.event = RDMA_CM_EVENT_ESTABLISHED;
+      // (a connection without a QP: the active side hears the REP, then calls rdma_establish)
+      ev->ev.event = id->carrier && id->active ? RDMA_CM_EVENT_CONNECT_RESPONSE : RDMA_CM_EVENT_ESTABLISHED;
       ev->pd = e.private_data;
       break;
     case CmEventType::rejected:

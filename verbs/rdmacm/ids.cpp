@@ -60,15 +60,46 @@ void queue(Id* d, rdma_cm_event_type type, int status = 0) {
   post(d->ch, e);
 }
 
-// The id takes its device: id.verbs, and the port number rdma_cm reports (1).
-void attach(Id* d, Context* c) {
+// The id takes its device: id.verbs, the port number rdma_cm reports (1), and the device's PD,
+// which librdmacm gives every id with a device (UCX makes its dummy QP in id->pd).
+// A request's id is attached by the progress thread, under the device lock: it takes the PD its
+// listener made (listen_on), and allocates none.
+void attach(Id* d, Context* c, bool alloc_pd = true) {
   d->ctx = c;
   d->id.verbs = &c->vctx.context;
   d->id.port_num = 1;
+  if (!d->id.pd) d->id.pd = alloc_pd ? default_pd(c) : existing_pd(c);
 }
 
 VQp* vqp_of(Id* d) {
-  return d->id.qp ? reinterpret_cast<VQp*>(d->id.qp) : nullptr;
+  ibv_qp* q = d->id.qp ? d->id.qp : d->carrier;
+  return q ? reinterpret_cast<VQp*>(q) : nullptr;
+}
+
+// The carrier QP of a connection without a QP (Id::carrier), in INIT; -1 with errno.
+int make_carrier(Id* d) {
+  ibv_pd* pd = default_pd(d->ctx);
+  if (!pd) return -1;
+  if (!(d->carrier_cq = ibv_create_cq(&d->ctx->vctx.context, 1, nullptr, nullptr, 0))) return -1;
+  ibv_qp_init_attr a{};
+  a.send_cq = a.recv_cq = d->carrier_cq;
+  a.cap.max_send_wr = a.cap.max_recv_wr = a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+  a.qp_type = IBV_QPT_RC;
+  ibv_qp_attr init{};
+  int mask = 0;
+  init.qp_state = IBV_QPS_INIT;
+  if ((d->carrier = ibv_create_qp(pd, &a))) reinterpret_cast<VQp*>(d->carrier)->carrier = true;
+  if (d->carrier && rdma_init_qp_attr(&d->id, &init, &mask) == 0 && ibv_modify_qp(d->carrier, &init, mask) == 0)
+    return 0;
+  const int e = errno;
+  if (d->carrier) ibv_destroy_qp(std::exchange(d->carrier, nullptr));
+  ibv_destroy_cq(std::exchange(d->carrier_cq, nullptr));
+  return fail(e);
+}
+
+void free_carrier(Id* d) {
+  if (d->carrier) ibv_destroy_qp(std::exchange(d->carrier, nullptr));
+  if (d->carrier_cq) ibv_destroy_cq(std::exchange(d->carrier_cq, nullptr));
 }
 
 // The QP's connection events go to this id from now on.
@@ -113,7 +144,7 @@ void on_request(const std::shared_ptr<Sink>& sink, Context* c, std::uint16_t por
   n->id.context = l->id.context;
   n->id.ps = l->id.ps;
   n->id.qp_type = l->id.qp_type;
-  attach(n, c);
+  attach(n, c, false);
   n->bound = n->routed = true;
   n->req = r;
   set_sin(n->id.route.addr.src_sin, c->dev->address().ip, port);
@@ -133,6 +164,7 @@ void on_request(const std::shared_ptr<Sink>& sink, Context* c, std::uint16_t por
 }
 
 int listen_on(Id* d, Context* c, std::uint16_t port) {
+  if (!default_pd(c)) return -1;  // (for its requests' ids: attach)
   auto sink = d->sink;
   const Status s = c->dev->listen(
       port, [sink, c, port](ConnRequest* r, const ConnRequestInfo& info) { on_request(sink, c, port, r, info); });
@@ -204,6 +236,14 @@ Context* route_to(std::uint32_t dst) {
   return all.empty() ? nullptr : all.front();
 }
 
+ibv_pd* existing_pd(Context* c) {
+  Devices& s = devs();
+  std::lock_guard lk(s.mu);
+  for (auto& [ctx, pd] : s.pds)
+    if (ctx == c) return pd;
+  return nullptr;
+}
+
 ibv_pd* default_pd(Context* c) {
   Devices& s = devs();
   std::lock_guard lk(s.mu);
@@ -261,6 +301,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
     std::unique_lock lk(d->ev_mu);
     d->ev_cv.wait(lk, [d] { return d->unacked == 0; });
   }
+  free_carrier(d);
   if (d->own) free_channel(d->own);
   if (d->picked) release_port(d->picked);
   delete d;
@@ -343,10 +384,9 @@ int rdma_listen(rdma_cm_id* id, int) {
 int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
   if (!id) return fail(EINVAL);
   Id* d = id_of(id);
-  if (!d->routed || d->req) return fail(EINVAL);
-  // A connection without a QP on the id (its QP connected by the consumer with the peer's
-  // number from the private data: rdma_establish, UCX) is not offered yet: docs/verbs.md.
-  if (!id->qp) return fail(EOPNOTSUPP);
+  if (!d->routed || d->req || d->carrier) return fail(EINVAL);
+  if (!id->qp && make_carrier(d) != 0) return -1;
+  d->active = true;
   if (apply_param(d, param) != 0) return -1;
   hook(d);
   const NetAddr remote{ip_of(&id->route.addr.dst_addr), d->ctx->dev->address().port};
@@ -364,8 +404,8 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
 int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
   if (!id) return fail(EINVAL);
   Id* d = id_of(id);
-  if (!d->req) return fail(EINVAL);
-  if (!id->qp) return fail(EOPNOTSUPP);  // (as rdma_connect)
+  if (!d->req || d->carrier) return fail(EINVAL);
+  if (!id->qp && make_carrier(d) != 0) return -1;
   if (apply_param(d, param) != 0) return -1;
   hook(d);
   const Status s = d->ctx->dev->accept(std::exchange(d->req, nullptr), vqp_of(d)->q, pd_of(param));
@@ -414,8 +454,11 @@ int rdma_disconnect(rdma_cm_id* id) {
 }
 
 int rdma_establish(rdma_cm_id* id) {
+  // After CONNECT_RESPONSE of a connection without a QP: softrnic's CM sent its RTU already
+  // (the carrier QP is connected), so there is nothing left to send.
   if (!id) return fail(EINVAL);
-  return fail(id->qp ? EINVAL : EOPNOTSUPP);  // (a QP-less connection: not offered, as rdma_connect)
+  Id* d = id_of(id);
+  return d->carrier && d->active ? 0 : fail(EINVAL);
 }
 
 int rdma_notify(rdma_cm_id* id, ibv_event_type) {
@@ -533,14 +576,51 @@ void rdma_destroy_srq(rdma_cm_id* id) {
 
 int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* attr, int* mask) {
   if (!id || !attr || !mask) return fail(EINVAL);
-  // The INIT step only: RTR and RTS of a QP the consumer connects itself need the connection's
-  // path and PSNs, which softrnic's CM keeps inside its own QPs (docs/verbs.md).
-  if (attr->qp_state != IBV_QPS_INIT) return fail(EOPNOTSUPP);
-  attr->pkey_index = 0;
-  attr->port_num = 1;
-  attr->qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
-  *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-  return 0;
+  Id* d = id_of(id);
+  switch (attr->qp_state) {
+    case IBV_QPS_INIT:
+      attr->pkey_index = 0;
+      attr->port_num = 1;
+      attr->qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+      *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+      return 0;
+    case IBV_QPS_RTR:
+    case IBV_QPS_RTS:
+      // RoCEv2's path to the peer (its address as GID, index 1 ours, the device's MTU), as UCX
+      // packs it for its peer. The peer's QPN and first PSN are not known here: softrnic's CM
+      // connects the id's own (or carrier) QP and keeps them there; a consumer that connects a
+      // QP of its own trades them in its private data (docs/verbs.md).
+      if (!d->ctx || !d->routed || d->ctx->dev->wire() != Wire::roce) return fail(EINVAL);
+      if (attr->qp_state == IBV_QPS_RTR) {
+        attr->ah_attr = ibv_ah_attr{};
+        attr->ah_attr.is_global = 1;
+        attr->ah_attr.port_num = 1;
+        attr->ah_attr.grh.sgid_index = 1;
+        attr->ah_attr.grh.hop_limit = 64;
+        const std::uint32_t ip = htonl(ip_of(&id->route.addr.dst_addr));
+        attr->ah_attr.grh.dgid.raw[10] = attr->ah_attr.grh.dgid.raw[11] = 0xFF;
+        std::memcpy(&attr->ah_attr.grh.dgid.raw[12], &ip, 4);
+        const std::uint32_t mtu = d->ctx->dev->path_mtu();
+        attr->path_mtu = mtu >= 4096 ? IBV_MTU_4096 : mtu >= 2048 ? IBV_MTU_2048 : mtu >= 1024 ? IBV_MTU_1024
+                       : mtu >= 512  ? IBV_MTU_512
+                                     : IBV_MTU_256;
+        attr->dest_qp_num = 0;
+        attr->rq_psn = 0;
+        attr->max_dest_rd_atomic = static_cast<std::uint8_t>(d->ctx->dev->limits().max_rd);
+        attr->min_rnr_timer = 12;
+        *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+      } else {
+        attr->timeout = 14;
+        attr->retry_cnt = attr->rnr_retry = 7;
+        attr->sq_psn = 0;
+        attr->max_rd_atomic = static_cast<std::uint8_t>(d->ctx->dev->limits().max_rd);
+        *mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                IBV_QP_MAX_QP_RD_ATOMIC;
+      }
+      return 0;
+    default: return fail(EINVAL);
+  }
 }
 
 int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, std::size_t optlen) {

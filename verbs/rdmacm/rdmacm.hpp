@@ -66,6 +66,13 @@ struct Id {
   std::vector<std::pair<Context*, std::uint64_t>> listens;  // (device, port) it listens on
   bool ended = false;                                       // DISCONNECTED was reported
   bool own_cqs = false;                                     // rdma_create_qp made its CQs and channels
+  // A connection without a QP on the id (rdma_connect or rdma_accept with conn_param.qp_num, as
+  // UCX's rdmacm wire-up connects): softrnic's CM runs a connection with a QP, so the id gets a
+  // carrier QP of its own that carries the connection (never data), destroyed with the id. The
+  // active side hears CONNECT_RESPONSE (then rdma_establish) instead of ESTABLISHED.
+  ibv_qp* carrier = nullptr;
+  ibv_cq* carrier_cq = nullptr;
+  bool active = false;  // rdma_connect was called on it
   // rdma_create_ep on a passive id: each request's id gets a QP like this (rdma_get_request).
   std::optional<ibv_qp_init_attr> child_attr;
   ibv_pd* child_pd = nullptr;
@@ -90,6 +97,7 @@ Context* context_at(std::uint32_t ip);
 Context* route_to(std::uint32_t dst);
 // The PD rdma_create_qp uses when given none: one per device.
 ibv_pd* default_pd(Context* c);
+ibv_pd* existing_pd(Context* c);  // the same, nullptr when none was made yet (allocates nothing)
 
 // A failure as librdmacm reports it: -1, errno set.
 inline int fail(int e) {

@@ -131,6 +131,9 @@ struct VQp {
   std::uint64_t inline_next = 0;
   std::mutex cm_mu;            // guards cm
   std::shared_ptr<CmSink> cm;  // librdmacm's id, while one connects the QP
+  // librdmacm's carrier of a connection without a QP (rdmacm.hpp, Id::carrier): the consumer
+  // never saw it, so its events stay off the async fd.
+  bool carrier = false;
 };
 
 struct VAh {

@@ -42,7 +42,7 @@ void on_qp_event(VQp* v, const CmEvent& e) {
     cm = v->cm;
   }
   if (cm) cm->on_event(e);
-  if (e.type != CmEventType::broken && e.type != CmEventType::disconnected) return;
+  if (v->carrier || (e.type != CmEventType::broken && e.type != CmEventType::disconnected)) return;
   if (e.type == CmEventType::broken) raise_async(v->ctx, IBV_EVENT_QP_FATAL, &v->qp);
   if (v->qp.srq) raise_async(v->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, &v->qp);
 }
