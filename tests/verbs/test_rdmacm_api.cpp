@@ -95,6 +95,16 @@ class RdmaCm : public ::testing::Test {
     ASSERT_NE(id->qp, nullptr);
     EXPECT_NE(id->send_cq_channel, nullptr) << "rdma_create_qp made the CQs, with their channels";
   }
+  // A client's connect to `port` reaches the listener `l` (its request left unanswered).
+  void expect_request(rdma_cm_id* l, std::uint16_t port) {
+    rdma_cm_id* c = client(port);
+    ASSERT_EQ(rdma_connect(c, nullptr), 0);
+    rdma_cm_event* req = next_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    ASSERT_NE(req, nullptr);
+    EXPECT_EQ(req->listen_id, l);
+    ids.push_back(req->id);
+    rdma_ack_cm_event(req);
+  }
   rdma_event_channel* ch = nullptr;
   std::vector<rdma_cm_id*> ids;
 };
@@ -274,13 +284,7 @@ TEST_F(RdmaCm, ABindToPortZeroPicksThePortAtOnce) {
   EXPECT_NE(ntohs(rdma_get_src_port(other)), port) << "two ids, two ports";
   ASSERT_EQ(rdma_listen(l, 1), 0);
   EXPECT_EQ(ntohs(rdma_get_src_port(l)), port);
-  rdma_cm_id* c = client(port);
-  ASSERT_EQ(rdma_connect(c, nullptr), 0);
-  rdma_cm_event* req = next_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
-  ASSERT_NE(req, nullptr);
-  EXPECT_EQ(req->listen_id, l);
-  ids.push_back(req->id);
-  rdma_ack_cm_event(req);
+  expect_request(l, port);
 }
 
 // A loopback address no device has: bound without a device, as rdma_cm binds one (libfabric's
@@ -291,13 +295,7 @@ TEST_F(RdmaCm, ALoopbackAddressWithoutADeviceBindsToNoneAndListensOnAll) {
   ASSERT_EQ(rdma_bind_addr(l, reinterpret_cast<sockaddr*>(&lo)), 0) << std::strerror(errno);
   EXPECT_EQ(l->verbs, nullptr);
   ASSERT_EQ(rdma_listen(l, 1), 0);
-  rdma_cm_id* c = client(ntohs(rdma_get_src_port(l)));
-  ASSERT_EQ(rdma_connect(c, nullptr), 0);
-  rdma_cm_event* req = next_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
-  ASSERT_NE(req, nullptr);
-  EXPECT_EQ(req->listen_id, l);
-  ids.push_back(req->id);
-  rdma_ack_cm_event(req);
+  expect_request(l, ntohs(rdma_get_src_port(l)));
 }
 
 TEST_F(RdmaCm, BadAddressesAreRefused) {

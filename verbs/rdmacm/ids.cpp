@@ -600,10 +600,7 @@ int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* attr, int* mask) {
         const std::uint32_t ip = htonl(ip_of(&id->route.addr.dst_addr));
         attr->ah_attr.grh.dgid.raw[10] = attr->ah_attr.grh.dgid.raw[11] = 0xFF;
         std::memcpy(&attr->ah_attr.grh.dgid.raw[12], &ip, 4);
-        const std::uint32_t mtu = d->ctx->dev->path_mtu();
-        attr->path_mtu = mtu >= 4096 ? IBV_MTU_4096 : mtu >= 2048 ? IBV_MTU_2048 : mtu >= 1024 ? IBV_MTU_1024
-                       : mtu >= 512  ? IBV_MTU_512
-                                     : IBV_MTU_256;
+        attr->path_mtu = mtu_enum(d->ctx->dev->path_mtu());
         attr->dest_qp_num = 0;
         attr->rq_psn = 0;
         attr->max_dest_rd_atomic = static_cast<std::uint8_t>(d->ctx->dev->limits().max_rd);

@@ -141,6 +141,17 @@ struct VAh {
   NetAddr to{};
 };
 
+// A path MTU in bytes (Device::path_mtu: 256 ... 4096) as the verbs enum.
+inline ibv_mtu mtu_enum(std::uint32_t bytes) {
+  switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    default: return IBV_MTU_4096;
+  }
+}
+
 // What a post or a verb's Status is as an errno (rxe's where it has one).
 inline int to_errno(Status s) {
   switch (s) {

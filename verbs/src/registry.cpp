@@ -114,16 +114,6 @@ std::uint64_t guid_of(std::uint32_t ip) {
   return 0x0253465200000000ull | ip;  // 02 'S' 'F' 'R', then the IPv4 address (the RoCE CM's CA GUID)
 }
 
-ibv_mtu mtu_enum(std::uint32_t bytes) {
-  switch (bytes) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 1024: return IBV_MTU_1024;
-    case 2048: return IBV_MTU_2048;
-    default: return IBV_MTU_4096;
-  }
-}
-
 bool is_roce(const Context* c) {
   return c->dev->wire() == Wire::roce;
 }
