@@ -129,7 +129,7 @@ struct WaitingWr {
   SendWqe* wqe = nullptr;                    // its entry on sq
   std::uint32_t imm = 0;                     // send_imm, rdma_write_imm
   std::uint64_t compare_add = 0, swap = 0;   // cmp_swap, fetch_add
-  UdDest ud;                                 // a UD QP's datagram: its destination
+  UdDest ud{};                               // a UD QP's datagram: its destination
 };
 
 // An RDMA Read this QP requested: where its response goes. A Read Request names one sink STag;

@@ -229,7 +229,7 @@ struct SendWr {
   std::uint32_t imm = 0;          // send_imm, rdma_write_imm: 4 opaque bytes (network order)
   std::uint64_t compare_add = 0;  // cmp_swap: the value compared; fetch_add: the value added
   std::uint64_t swap = 0;         // cmp_swap: the value stored when equal
-  UdDest ud;                      // a UD QP's send: where the datagram goes
+  UdDest ud{};                    // a UD QP's send: where the datagram goes
 };
 struct RecvWr {
   std::uint64_t wr_id = 0;
