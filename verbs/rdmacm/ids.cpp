@@ -62,13 +62,13 @@ void queue(Id* d, rdma_cm_event_type type, int status = 0) {
 
 // The id takes its device: id.verbs, the port number rdma_cm reports (1), and the device's PD,
 // which librdmacm gives every id with a device (UCX makes its dummy QP in id->pd).
-// A request's id is attached by the progress thread, under the device lock: it takes the PD its
-// listener made (listen_on), and allocates none.
-void attach(Id* d, Context* c, bool alloc_pd = true) {
+// A request's id is attached by the progress thread, under the device lock: it is given the PD
+// its listener took (listen_on), as neither default_pd's lock nor an allocation may be taken there.
+void attach(Id* d, Context* c, ibv_pd* pd = nullptr) {
   d->ctx = c;
   d->id.verbs = &c->vctx.context;
   d->id.port_num = 1;
-  if (!d->id.pd) d->id.pd = alloc_pd ? default_pd(c) : existing_pd(c);
+  if (!d->id.pd) d->id.pd = pd ? pd : default_pd(c);
 }
 
 VQp* vqp_of(Id* d) {
@@ -132,7 +132,7 @@ std::span<const std::uint8_t> pd_of(const rdma_conn_param* p) {
 }
 
 // A connection request on a device `d` listens on: a new id for it, and CONNECT_REQUEST.
-void on_request(const std::shared_ptr<Sink>& sink, Context* c, std::uint16_t port, ConnRequest* r,
+void on_request(const std::shared_ptr<Sink>& sink, Context* c, ibv_pd* pd, std::uint16_t port, ConnRequest* r,
                 const ConnRequestInfo& info) {
   std::lock_guard lk(sink->mu);
   Id* l = sink->id;
@@ -144,7 +144,7 @@ void on_request(const std::shared_ptr<Sink>& sink, Context* c, std::uint16_t por
   n->id.context = l->id.context;
   n->id.ps = l->id.ps;
   n->id.qp_type = l->id.qp_type;
-  attach(n, c, false);
+  attach(n, c, pd);
   n->bound = n->routed = true;
   n->req = r;
   set_sin(n->id.route.addr.src_sin, c->dev->address().ip, port);
@@ -164,10 +164,12 @@ void on_request(const std::shared_ptr<Sink>& sink, Context* c, std::uint16_t por
 }
 
 int listen_on(Id* d, Context* c, std::uint16_t port) {
-  if (!default_pd(c)) return -1;  // (for its requests' ids: attach)
+  ibv_pd* pd = default_pd(c);  // (for its requests' ids: attach)
+  if (!pd) return -1;
   auto sink = d->sink;
-  const Status s = c->dev->listen(
-      port, [sink, c, port](ConnRequest* r, const ConnRequestInfo& info) { on_request(sink, c, port, r, info); });
+  const Status s = c->dev->listen(port, [sink, c, pd, port](ConnRequest* r, const ConnRequestInfo& info) {
+    on_request(sink, c, pd, port, r, info);
+  });
   if (s == Status::in_use) return fail(EADDRINUSE);
   if (s != Status::ok) return fail(to_errno(s));
   d->listens.emplace_back(c, port);
@@ -234,14 +236,6 @@ Context* route_to(std::uint32_t dst) {
   for (Context* c : all)
     if (c->dev->address().ip == dst) return c;
   return all.empty() ? nullptr : all.front();
-}
-
-ibv_pd* existing_pd(Context* c) {
-  Devices& s = devs();
-  std::lock_guard lk(s.mu);
-  for (auto& [ctx, pd] : s.pds)
-    if (ctx == c) return pd;
-  return nullptr;
 }
 
 ibv_pd* default_pd(Context* c) {

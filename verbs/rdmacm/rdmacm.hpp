@@ -97,7 +97,6 @@ Context* context_at(std::uint32_t ip);
 Context* route_to(std::uint32_t dst);
 // The PD rdma_create_qp uses when given none: one per device.
 ibv_pd* default_pd(Context* c);
-ibv_pd* existing_pd(Context* c);  // the same, nullptr when none was made yet (allocates nothing)
 
 // A failure as librdmacm reports it: -1, errno set.
 inline int fail(int e) {
