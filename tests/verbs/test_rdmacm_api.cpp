@@ -95,6 +95,18 @@ class RdmaCm : public ::testing::Test {
     ASSERT_NE(id->qp, nullptr);
     EXPECT_NE(id->send_cq_channel, nullptr) << "rdma_create_qp made the CQs, with their channels";
   }
+  // `c` disconnects: both ends hear DISCONNECTED once.
+  void disconnect_both(rdma_cm_id* c, rdma_cm_id* s) {
+    ASSERT_EQ(rdma_disconnect(c), 0);
+    int disconnected = 0;
+    for (int i = 0; i < 2; ++i) {
+      rdma_cm_event* e = next_event(ch, RDMA_CM_EVENT_DISCONNECTED);
+      ASSERT_NE(e, nullptr);
+      disconnected += e->id == c ? 1 : e->id == s ? 2 : 0;
+      rdma_ack_cm_event(e);
+    }
+    EXPECT_EQ(disconnected, 3);
+  }
   // A client's connect to `port` reaches the listener `l` (its request left unanswered).
   void expect_request(rdma_cm_id* l, std::uint16_t port) {
     rdma_cm_id* c = client(port);
@@ -152,15 +164,7 @@ TEST_F(RdmaCm, ConnectsWithPrivateDataBothWaysAndDisconnects) {
   ibv_qp_init_attr qi{};
   ASSERT_EQ(ibv_query_qp(c->qp, &qa, IBV_QP_STATE, &qi), 0);
   EXPECT_EQ(qa.qp_state, IBV_QPS_RTS);
-  ASSERT_EQ(rdma_disconnect(c), 0);
-  int disconnected = 0;
-  for (int i = 0; i < 2; ++i) {
-    rdma_cm_event* e = next_event(ch, RDMA_CM_EVENT_DISCONNECTED);
-    ASSERT_NE(e, nullptr);
-    disconnected += e->id == c ? 1 : e->id == s ? 2 : 0;
-    rdma_ack_cm_event(e);
-  }
-  EXPECT_EQ(disconnected, 3);
+  disconnect_both(c, s);
 }
 
 // A connection without a QP on either id (UCX's rdmacm wire-up: conn_param.qp_num names a QP the
@@ -229,15 +233,7 @@ TEST_F(RdmaCm, AConnectionWithoutAQpCarriesPrivateDataAndThePath) {
   EXPECT_EQ(qa.ah_attr.grh.sgid_index, 1);
   EXPECT_EQ(std::memcmp(&qa.ah_attr.grh.dgid.raw[12], &dst.sin_addr.s_addr, 4), 0) << "the server's address";
   EXPECT_EQ(qa.path_mtu, IBV_MTU_4096);
-  ASSERT_EQ(rdma_disconnect(c), 0);
-  int disconnected = 0;
-  for (int i = 0; i < 2; ++i) {
-    rdma_cm_event* e = next_event(ch, RDMA_CM_EVENT_DISCONNECTED);
-    ASSERT_NE(e, nullptr);
-    disconnected += e->id == c ? 1 : e->id == s ? 2 : 0;
-    rdma_ack_cm_event(e);
-  }
-  EXPECT_EQ(disconnected, 3);
+  disconnect_both(c, s);
 }
 
 TEST_F(RdmaCm, ARejectCarriesItsPrivateData) {
