@@ -348,7 +348,9 @@ class DpdkNetdev final : public Netdev {
     if (!wake_.load(std::memory_order_seq_cst)) {
       pollfd fds[2] = {{intr_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
       const timespec ts{static_cast<time_t>(left.count() / 1000000), static_cast<long>(left.count() % 1000000) * 1000};
-      if (::ppoll(fds, 2, &ts, nullptr) > 0) {
+      const int ready = ::ppoll(fds, 2, &ts, nullptr);
+      if (ready < 0 && errno == EINTR) note_wait_interrupted();
+      if (ready > 0) {
         std::uint64_t v;
         if (fds[0].revents & POLLIN) [[maybe_unused]]
           auto r = ::read(intr_fd_, &v, sizeof v);

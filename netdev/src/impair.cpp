@@ -61,7 +61,7 @@ class ImpairedNetdev final : public Netdev {
           out_.push_back(f);
           continue;
         }
-        Held h{f.to, {}, now + std::chrono::microseconds(plan_.delay_us), now, f.from_port};
+        Held h{f.to, {}, now + std::chrono::microseconds(plan_.delay_us), now, f.from_port, f.seal};
         h.bytes.reserve(f.size());
         for (auto part : {f.head, f.body, f.tail}) h.bytes.insert(h.bytes.end(), part.begin(), part.end());
         if (corrupt) {
@@ -72,7 +72,8 @@ class ImpairedNetdev final : public Netdev {
         }
         if (pass) {
           sending_.push_back(std::move(h));
-          out_.push_back(TxFrame{sending_.back().to, sending_.back().bytes, {}, {}, sending_.back().from_port});
+          out_.push_back(TxFrame{
+              sending_.back().to, sending_.back().bytes, {}, {}, sending_.back().from_port, sending_.back().seal});
         } else {
           held_.push_back(std::move(h));
         }
@@ -116,6 +117,7 @@ class ImpairedNetdev final : public Netdev {
     Clock::time_point due;     // delay passed
     Clock::time_point queued;  // for the hold limit
     std::uint16_t from_port = 0;
+    IpIdSeal seal = nullptr;
   };
 
   bool chance(double p) {
@@ -126,7 +128,8 @@ class ImpairedNetdev final : public Netdev {
   // Queues a held datagram for this call's burst (it lives in sending_ until the burst left).
   void send(Held& h) {
     sending_.push_back(std::move(h));
-    out_.push_back(TxFrame{sending_.back().to, sending_.back().bytes, {}, {}, sending_.back().from_port});
+    out_.push_back(
+        TxFrame{sending_.back().to, sending_.back().bytes, {}, {}, sending_.back().from_port, sending_.back().seal});
   }
 
   // Sends the burst. A frame the inner netdev refuses (a full socket) is lost, as on a network,

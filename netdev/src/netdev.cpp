@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,13 +13,33 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "backends.hpp"
 
 namespace softrnic::netdev {
+
+namespace {
+thread_local bool t_wait_interrupted = false;
+}  // namespace
+
+bool take_wait_interrupted() {
+  return std::exchange(t_wait_interrupted, false);
+}
+void note_wait_interrupted() {
+  t_wait_interrupted = true;
+}
+
+void block_async_signals() {
+  sigset_t set;
+  ::sigfillset(&set);
+  for (const int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS}) ::sigdelset(&set, s);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
 
 std::string ipv4_to_string(std::uint32_t ip) {
   return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." + std::to_string((ip >> 8) & 0xFF) +

@@ -490,6 +490,7 @@ class TcpNetdev final : public StreamNetdev {
       const auto ms = static_cast<int>(std::min<std::int64_t>((us + 999) / 1000, INT_MAX));  // rounded up
       r = ::epoll_wait(epfd_, ev.data(), static_cast<int>(ev.size()), ms);
     }
+    if (r < 0 && errno == EINTR) note_wait_interrupted();
     epoll_next_.store(true, std::memory_order_relaxed);  // what woke the wait is found by the next events()
     for (int i = 0; i < r; ++i) {
       if (ev[static_cast<std::size_t>(i)].data.u64 != epoll_key(Tag::wake, 0)) continue;

@@ -68,6 +68,27 @@ std::size_t frame_iov(const TxFrame& f, iovec* iov) {
   return k;
 }
 
+// As frame_iov (at most kMaxFrameIov), for a frame that leaves with IP ID `id`: a sealed frame's
+// last four bytes come from `patch` instead, corrected for the ID (TxFrame::seal).
+constexpr std::size_t kMaxFrameIov = 4;
+std::size_t frame_iov(const TxFrame& f, iovec* iov, std::uint16_t id, std::array<std::uint8_t, 4>& patch) {
+  std::size_t k = frame_iov(f, iov);
+  if (id == 0 || !f.seal || f.size() < patch.size()) return k;
+  // The last four bytes, which may straddle pieces, cut off the end of the list.
+  for (std::size_t cut = patch.size(); cut > 0;) {
+    iovec& last = iov[k - 1];
+    const std::size_t n = std::min(cut, last.iov_len);
+    std::memcpy(patch.data() + cut - n, static_cast<std::uint8_t*>(last.iov_base) + last.iov_len - n, n);
+    last.iov_len -= n;
+    cut -= n;
+    if (last.iov_len == 0) --k;
+  }
+  const std::uint32_t fix = f.seal(f.size(), id);
+  for (std::size_t i = 0; i < patch.size(); ++i) patch[i] ^= static_cast<std::uint8_t>(fix >> (8 * i));
+  iov[k++] = {patch.data(), patch.size()};
+  return k;
+}
+
 class UdpNetdev final : public Netdev {
  public:
   UdpNetdev(std::size_t max_dgram) : socket_(io_), max_dgram_(max_dgram) {
@@ -129,7 +150,7 @@ class UdpNetdev final : public Netdev {
     // port where nothing listens, a host that is gone): read from its error queue.
     ::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one);
     dont_fragment_ = cfg.dont_fragment;
-    gso_ = cfg.udp_gso && !cfg.dont_fragment;  // (SO_NO_CHECK below: the kernel refuses GSO then)
+    gso_ = cfg.udp_gso;  // (with dont_fragment: checksums on, below)
     // A GSO run from a peer crosses loopback as one packet: with UDP_GRO one receive takes it
     // whole (else the kernel cuts it up on arrival, one datagram per skb again). Turned on while
     // datagrams come in bursts (set_gro).
@@ -152,8 +173,10 @@ class UdpNetdev final : public Netdev {
         error = std::string("udp netdev: IP_MTU_DISCOVER: ") + std::strerror(errno);
         return false;
       }
-      // RoCEv2 sends UDP checksum 0 over IPv4 (its ICRC covers the packet), as rxe and RoCE NICs do.
-      ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
+      // RoCEv2 sends UDP checksum 0 over IPv4 (its ICRC covers the packet), as rxe and RoCE NICs
+      // do; but Linux refuses GSO on such a socket, and a GSO send carries a 64 KiB Write's 16
+      // packets in one trip through the kernel instead of 16 (udp_gso=0 for checksum 0).
+      if (!gso_) ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
     }
     socket_buffer_ = want;
     poll_fds_.assign({fd});
@@ -169,7 +192,7 @@ class UdpNetdev final : public Netdev {
   std::size_t max_datagram() const override { return max_dgram_; }
 
   std::uint16_t source_port(std::uint16_t wanted) override {
-    // A send-only socket bound to that port (DF, checksum 0 as the main socket), made once.
+    // A send-only socket bound to that port (DF and checksums as the main socket), made once.
     if (!dont_fragment_ || wanted == 0 || wanted == local_.port) return local_.port;
     if (src_socks_.count(wanted)) return wanted;
     if (src_socks_.size() >= kMaxSourcePorts) return local_.port;
@@ -182,7 +205,7 @@ class UdpNetdev final : public Netdev {
       ::close(fd);
       return local_.port;  // taken (another process's QP hashed to it): our own port serves
     }
-    ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
+    if (!gso_) ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
     set_buffers(fd, socket_buffer_);
     src_socks_[wanted] = fd;
     return wanted;
@@ -191,64 +214,24 @@ class UdpNetdev final : public Netdev {
   std::size_t tx_burst(std::span<const TxFrame> frames) override {
     std::size_t done = 0;
     while (done < frames.size()) {
-      if (const std::uint16_t from = frames[done].from_port; from && from != local_.port) {
-        // From a source port of its own (source_port), on that port's socket: a run to one
-        // destination in one sendmmsg (a RoCEv2 QP's window).
-        const auto it = src_socks_.find(from);
-        if (it != src_socks_.end()) {
-          std::size_t n = 1;
-          while (n < kBurst && done + n < frames.size() && frames[done + n].from_port == from &&
-                 frames[done + n].to == frames[done].to)
-            ++n;
-          const std::size_t k = n == 1 ? (send_one(frames[done], nullptr, it->second) ? 1 : 0)
-                                       : send_mmsg(frames.subspan(done, n), nullptr, it->second);
-          if (k == 0) break;
-          done += k;
+      const Run r = plan(frames.subspan(done));
+      if (r.gso) {
+        const int s = send_gso(frames.subspan(done, r.gso), r.peer, r.fd);
+        if (s == 0) break;  // the socket is full
+        if (s > 0) {
+          done += r.gso;
           continue;
         }
+        // (the kernel refused GSO: sendmmsg from now on, this run included)
       }
-      // A run of frames to one destination goes in one sendmmsg, on the peer's own socket when
-      // it has one.
-      const NetAddr to = frames[done].to;
-      const Peer* peer = find_peer(to);
-      std::size_t n = 1;
-      // (not into a frame that goes from a source port of its own)
-      const auto own_port = [&](const TxFrame& f) {
-        return f.from_port && f.from_port != local_.port && src_socks_.count(f.from_port);
-      };
-      while (n < kBurst && done + n < frames.size() && frames[done + n].to == to && !own_port(frames[done + n])) ++n;
-      if (n == 1) {
+      if (r.n == 1) {
         // A lone frame (the latency path): one plain send of one buffer; sendmmsg with three
         // iovecs costs ~0.2 us more per datagram on this path.
-        if (!send_one(frames[done], peer)) break;
+        if (!send_one(frames[done], r.peer, r.fd)) break;
         done++;
         continue;
       }
-      // Equal-sized frames (the last may be shorter) as one UDP GSO send: the kernel's stack is
-      // walked once for the run, and on loopback it arrives as one packet.
-      if (gso_) {
-        const std::size_t k = gso_run(frames.subspan(done, n));
-        if (k >= 2) {
-          const int r = send_gso(frames.subspan(done, k), peer);
-          if (r > 0) {
-            done += k;
-            continue;
-          }
-          if (r == 0) break;  // the socket is full
-          // (the kernel refused GSO: sendmmsg from now on, this run included)
-        } else {
-          // Up to where a run of two equal sizes begins: those go as GSO next time round.
-          std::size_t j = 1;
-          while (j + 1 < n && frames[done + j].size() != frames[done + j + 1].size()) ++j;
-          n = j;
-        }
-      }
-      if (n == 1) {
-        if (!send_one(frames[done], peer)) break;
-        done++;
-        continue;
-      }
-      const std::size_t k = send_mmsg(frames.subspan(done, n), peer, -1);
+      const std::size_t k = send_mmsg(frames.subspan(done, r.n), r.peer, r.fd);
       if (k == 0) break;
       done += k;
     }
@@ -281,6 +264,7 @@ class UdpNetdev final : public Netdev {
     const auto us = std::max<std::int64_t>(0, timeout.count());
     const timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
     const int r = ::ppoll(fds.data(), nfds, &ts, nullptr);
+    if (r < 0 && errno == EINTR) note_wait_interrupted();
     if (r <= 0) return;
     // The sockets found readable are read first (a hint: rx_burst checks again).
     std::uint32_t ready = 0;
@@ -407,6 +391,39 @@ class UdpNetdev final : public Netdev {
     return fd;
   }
 
+  // How the frames at the front of `f` leave in one system call: from which socket (a source
+  // port's own (source_port), else the peer's when it has one, else the device's), how many (a
+  // run to one destination on that socket), and whether as one GSO send.
+  struct Run {
+    const Peer* peer = nullptr;
+    int fd = -1;          // a source port's socket; -1: the peer's or the device's
+    std::size_t n = 1;    // frames in the run
+    std::size_t gso = 0;  // when >= 2: the first gso frames leave as one UDP GSO send
+  };
+  Run plan(std::span<const TxFrame> f) const {
+    Run r;
+    const TxFrame& first = f[0];
+    if (first.from_port && first.from_port != local_.port)
+      if (const auto it = src_socks_.find(first.from_port); it != src_socks_.end()) r.fd = it->second;
+    if (r.fd < 0) r.peer = find_peer(first.to);
+    const auto same_socket = [&](const TxFrame& x) {
+      if (r.fd >= 0) return x.from_port == first.from_port;
+      return !(x.from_port && x.from_port != local_.port && src_socks_.count(x.from_port));
+    };
+    while (r.n < kBurst && r.n < f.size() && f[r.n].to == first.to && same_socket(f[r.n])) ++r.n;
+    if (r.n < 2 || !gso_) return r;
+    // Equal-sized frames (the last may be shorter) as one UDP GSO send: the kernel's stack is
+    // walked once for the run, and on loopback it arrives as one packet. Else sendmmsg up to
+    // where such a run begins (it goes as GSO next time round).
+    r.gso = gso_run(f.first(r.n));
+    if (r.gso == 0) {
+      std::size_t j = 1;
+      while (j + 1 < r.n && f[j].size() != f[j + 1].size()) ++j;
+      r.n = j;
+    }
+    return r;
+  }
+
   // How many of `f` (at least 2, else 0) one GSO send can carry: equal sizes, the last may be
   // shorter, at most kMaxGsoSegments and kMaxGsoBytes in all.
   static std::size_t gso_run(std::span<const TxFrame> f) {
@@ -420,19 +437,23 @@ class UdpNetdev final : public Netdev {
       ++k;
       if (sz < seg) break;  // a shorter one ends the run
     }
-    return k >= 2 ? k : 0;
+    // Two full segments at least: a datagram and a shorter one behind it (a reply and its ACK)
+    // go faster by sendmmsg, the receiver's kernel need not cut them apart.
+    return k >= 2 && f[1].size() == seg ? k : 0;
   }
 
-  // One sendmsg with a UDP_SEGMENT of the first frame's size: 1 when sent (or lost to an ICMP
-  // error from before, counted as dropped), 0 when the socket is full, -1 when the kernel
-  // refuses GSO (turned off for this netdev).
-  int send_gso(std::span<const TxFrame> f, const Peer* peer) {
-    const int fd = peer ? peer->fd : socket_.native_handle();
-    std::array<iovec, 3 * kMaxGsoSegments> iov;
+  // One sendmsg with a UDP_SEGMENT of the first frame's size, on `fd` if given, else the peer's
+  // socket or the device's: 1 when sent (or lost to an ICMP error from before, counted as
+  // dropped), 0 when the socket is full, -1 when the kernel refuses GSO (turned off for this
+  // netdev).
+  int send_gso(std::span<const TxFrame> f, const Peer* peer, int fd) {
+    if (fd < 0) fd = peer ? peer->fd : socket_.native_handle();
+    std::array<iovec, kMaxFrameIov * kMaxGsoSegments> iov;
     std::size_t niov = 0, bytes = 0;
-    for (const TxFrame& t : f) {
-      niov += frame_iov(t, &iov[niov]);
-      bytes += t.size();
+    // Linux gives the k-th datagram of the send IP ID k (DF, unconnected socket: dont_fragment).
+    for (std::size_t k = 0; k < f.size(); ++k) {
+      niov += frame_iov(f[k], &iov[niov], static_cast<std::uint16_t>(k), gso_patch_[k]);
+      bytes += f[k].size();
     }
     sockaddr_in dst = to_sockaddr(f[0].to);
     alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(std::uint16_t))] = {};
@@ -753,9 +774,10 @@ class UdpNetdev final : public Netdev {
   bool pairs_ = false;                        // datagrams come two or more at once (see receive)
   bool drain_main_ = false;                   // a peer got its own socket: read the main one until empty first
   bool share_port_ = false;
-  bool gso_ = false;                                  // runs of equal-sized frames go as one UDP GSO send
-  bool gro_ = false;                                  // UDP_GRO may be used (set_gro)
-  bool gro_on_ = false;                               // it is set on the sockets now
+  bool gso_ = false;  // runs of equal-sized frames go as one UDP GSO send
+  std::array<std::array<std::uint8_t, 4>, kMaxGsoSegments> gso_patch_{};  // sealed frames' corrected ends (send_gso)
+  bool gro_ = false;                                                      // UDP_GRO may be used (set_gro)
+  bool gro_on_ = false;                                                   // it is set on the sockets now
   bool main_ancillary_ = false;                       // reads of the main socket go through receive_gro
   std::uint32_t single_streak_ = 0;                   // lone datagrams in a row (receive_gro)
   std::uint32_t burst_run_ = 0;                       // datagrams back to back (receive)

@@ -14,7 +14,7 @@ constexpr std::chrono::microseconds kMaxDriveChunk{100000};
 thread_local const CompletionChannel* t_driving_for = nullptr;
 }  // namespace
 
-void CompletionChannel::wait_step(std::unique_lock<std::mutex>& lk, std::optional<Clock::time_point> deadline,
+bool CompletionChannel::wait_step(std::unique_lock<std::mutex>& lk, std::optional<Clock::time_point> deadline,
                                   bool& another_drives) {
   if (another_drives) {
     another_drives = false;
@@ -23,7 +23,7 @@ void CompletionChannel::wait_step(std::unique_lock<std::mutex>& lk, std::optiona
     } else {
       cv_.wait(lk);
     }
-    return;
+    return true;
   }
   auto chunk = kMaxDriveChunk;
   if (deadline) {
@@ -36,11 +36,14 @@ void CompletionChannel::wait_step(std::unique_lock<std::mutex>& lk, std::optiona
   const std::uint64_t wakes = e_.wakes();
   lk.unlock();
   const CompletionChannel* const outer = std::exchange(t_driving_for, this);  // (a proxy agent may wait within a round)
+  netdev::take_wait_interrupted();  // (what an earlier wait of this thread left)
   const bool drove = e_.wait_progress(chunk, wakes);
+  const bool signalled = netdev::take_wait_interrupted();
   t_driving_for = outer;
   lk.lock();
   driving_--;
   another_drives = !drove;
+  return !signalled;
 }
 
 void CompletionChannel::notify() {

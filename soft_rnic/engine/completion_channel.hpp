@@ -27,8 +27,10 @@ class CompletionChannel {
   // released). The waiter drives the engine (blocked in the netdev until a frame, a due timer or
   // notify(), and at most until `deadline` or 100 ms) when no other thread did at its last step;
   // when another does, it sleeps on the channel until notified or `deadline`. `another_drives`
-  // is the waiter's own state across its steps (false at the first).
-  void wait_step(std::unique_lock<std::mutex>& lk, std::optional<Clock::time_point> deadline, bool& another_drives);
+  // is the waiter's own state across its steps (false at the first). False when a signal ended
+  // the wait in the netdev (a caller whose API has EINTR returns it); the sleep on the channel
+  // does not end on signals.
+  bool wait_step(std::unique_lock<std::mutex>& lk, std::optional<Clock::time_point> deadline, bool& another_drives);
 
   // What a waiter looks for happened (any thread, after the object's lock was released): wakes
   // the waiters on the channel and, when one drives the engine, the netdev. An event raised in

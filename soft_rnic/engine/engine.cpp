@@ -15,7 +15,10 @@ constexpr std::uint32_t kClockEvery = 8;
 
 void Engine::start(Pollable& p) {
   p_ = &p;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    netdev::block_async_signals();  // (the application's signals are for its own threads)
+    run();
+  });
 }
 
 void Engine::stop() {

@@ -104,7 +104,8 @@ void Roce::send_bare(NetAddr to, std::uint16_t sport, const w::Packet& p, std::s
   const std::span<const std::uint8_t> pieces[] = {{hdr.data(), hl}, payload, {tail.data(), pad}};
   const std::uint32_t crc = w::icrc(w::IcrcAddr{self_.ip, to.ip, sport, to.port, 0, 0x4000}, pieces);
   for (std::size_t i = 0; i < 4; ++i) tail[pad + i] = static_cast<std::uint8_t>(crc >> (8 * i));
-  const netdev::TxFrame f{to, {hdr.data(), hl}, payload, {tail.data(), pad + w::kIcrcLen}, sport};
+  const netdev::TxFrame f{to,    {hdr.data(), hl},     payload, {tail.data(), pad + w::kIcrcLen},
+                          sport, &w::icrc_ip_id_effect};
   flush_tx();  // (after what is batched: a DREQ follows the last data)
   nd_.tx_burst({&f, 1});
 }

@@ -325,7 +325,9 @@ bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint6
     return false;
   }
   for (std::size_t i = 0; i < 4; ++i) tail[pad + i] = static_cast<std::uint8_t>(args.crc >> (8 * i));
-  tx_batch_[tx_n_++] = netdev::TxFrame{s_dst(qp), {hdr.data(), hl}, body, {tail.data(), pad + w::kIcrcLen}, sport};
+  // (Sealed for IP ID 0: a UDP GSO send numbers its packets, and the netdev corrects the ICRC.)
+  tx_batch_[tx_n_++] = netdev::TxFrame{s_dst(qp), {hdr.data(), hl},     body, {tail.data(), pad + w::kIcrcLen},
+                                       sport,     &w::icrc_ip_id_effect};
   qp.ctr.tx_frames++;
   RoceQp& s = st(qp);
   if (s.ack_pending && p.opcode != w::Opcode::ack) {

@@ -77,9 +77,9 @@ std::uint32_t random_qpn() {
 class Channel final : public CompletionChannel {
  public:
   explicit Channel(engine::Engine& e) : ch_(e) {}
-  void wait_step(std::unique_lock<std::mutex>& lk, std::optional<Clock::time_point> deadline,
+  bool wait_step(std::unique_lock<std::mutex>& lk, std::optional<Clock::time_point> deadline,
                  bool& another_drives) override {
-    ch_.wait_step(lk, deadline, another_drives);
+    return ch_.wait_step(lk, deadline, another_drives);
   }
   void notify() override { ch_.notify(); }
   void interrupt() override { ch_.interrupt(); }

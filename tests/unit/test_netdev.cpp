@@ -548,6 +548,58 @@ TEST(Netdev, UdpPeerKeepsItsOrderWhenItGetsASocketOfItsOwn) {
   a->peer_hint(b->local_addr(), false);
 }
 
+// What RoCEv2 over kernel UDP counts on (TxFrame::seal): Linux gives the k-th datagram of a GSO
+// send from an unconnected DF socket IP ID k, so the k-th frame's last four bytes, computed for
+// ID 0, are corrected by seal(size, k) as it leaves (checked here with a stand-in seal; the
+// kernel's numbering with tcpdump: docs/verbs.md). The caller's memory is not written; a frame
+// sent alone, or without GSO, goes as given; the four bytes may straddle its pieces.
+TEST(UdpNetdev, SealedFramesOfAGsoSendAreCorrectedForTheirIpIds) {
+  const IpIdSeal seal = [](std::size_t size, std::uint16_t id) {
+    return id ? static_cast<std::uint32_t>(size) * 0x10001u ^ id * 0x9E3779B9u : 0u;  // (ID 0 changes nothing)
+  };
+  for (const bool gso : {true, false}) {
+    NetdevConfig c;
+    c.kind = "udp";
+    c.port = 7490;
+    c.udp_gso = gso;
+    c.dont_fragment = true;
+    std::string e;
+    auto a = make_netdev(c, e);
+    ASSERT_TRUE(a) << e;
+    auto b = make_netdev(c, e);
+    ASSERT_TRUE(b) << e;
+    constexpr std::size_t kN = 6, kSize = 1000;
+    std::vector<std::vector<std::uint8_t>> body(kN, std::vector<std::uint8_t>(kSize - 2));
+    const std::array<std::uint8_t, 2> tail{0xAB, 0xCD};  // the four bytes: two of body, two of tail
+    const std::array<std::uint8_t, 8> head{9, 9, 9, 9, 9, 9, 9, 9};
+    std::vector<TxFrame> frames;
+    for (std::size_t i = 0; i < kN; ++i) {
+      for (std::size_t k = 0; k < body[i].size(); ++k) body[i][k] = static_cast<std::uint8_t>(i + k);
+      frames.push_back(TxFrame{b->local_addr(), head, body[i], tail, 0, seal});
+    }
+    const auto original = body;
+    ASSERT_EQ(a->tx_burst(frames), kN);
+    std::vector<std::vector<std::uint8_t>> got;
+    NetAddr from;
+    for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ(recv_some(*b, got, from), 1u) << i;
+    EXPECT_EQ(a->stats().tx_gso_sends, gso ? 1u : 0u);
+    for (std::size_t i = 0; i < kN; ++i) {
+      std::vector<std::uint8_t> want(head.begin(), head.end());
+      want.insert(want.end(), original[i].begin(), original[i].end());
+      want.insert(want.end(), tail.begin(), tail.end());
+      const std::uint32_t fix = gso ? seal(want.size(), static_cast<std::uint16_t>(i)) : 0;
+      for (std::size_t k = 0; k < 4; ++k) want[want.size() - 4 + k] ^= static_cast<std::uint8_t>(fix >> (8 * k));
+      EXPECT_EQ(got[i], want) << "datagram " << i << " gso=" << gso;
+    }
+    EXPECT_EQ(body, original) << "the frames' memory is the caller's";
+    const TxFrame lone{b->local_addr(), head, body[0], tail, 0, seal};
+    ASSERT_EQ(a->tx_burst({&lone, 1}), 1u);
+    got.clear();
+    ASSERT_EQ(recv_some(*b, got, from), 1u);
+    EXPECT_EQ(got[0].back(), 0xCD) << "alone: ID 0, as given";
+  }
+}
+
 // A run of equal-sized datagrams to one peer leaves as one UDP GSO send (the last may be
 // shorter); each arrives whole and in order. The receiver turns UDP_GRO on once datagrams come
 // in bursts: the next run is cut from one coalesced receive. After 64 datagrams that came one at

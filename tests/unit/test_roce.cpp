@@ -258,6 +258,14 @@ TEST(Roce, IcrcDetectsEveryBitFlipAndMasksWhatTheSpecMasks) {
   std::uint16_t id = 0;
   EXPECT_TRUE(icrc_ok_any_id(a, pkt2, id));
   EXPECT_EQ(id, 0x1234);
+  // A sender that computed the ICRC for ID 0 corrects it for the ID its kernel gives (GSO).
+  const std::uint32_t ic0 = icrc(a, body);
+  EXPECT_EQ(ic0 ^ icrc_ip_id_effect(pkt.size(), 0x1234), ic2);
+  EXPECT_EQ(icrc_ip_id_effect(pkt.size(), 0), 0u);
+  for (const int k : {1, 2, 15, 0xFFFF}) {
+    b.ip_id = static_cast<std::uint16_t>(k);
+    EXPECT_EQ(ic0 ^ icrc_ip_id_effect(pkt.size(), b.ip_id), icrc(b, body)) << "ID " << k;
+  }
 }
 
 TEST(Roce, BadPacketsAreRefused) {

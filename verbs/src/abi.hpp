@@ -79,6 +79,14 @@ struct VMr {
 struct Channel {
   ibv_comp_channel ch{};
   int wr = -1;  // the write end of the pipe whose read end is ch.fd
+  // A blocking ibv_get_cq_event waits through the device's CompletionChannel: it drives the
+  // engine itself, blocked in the netdev, so the frame that completes its CQ wakes it directly
+  // (one thread hand-off per message instead of two, as dat_evd_wait); a signal ends that wait
+  // as it ends the read of the pipe. `pending`: events written (or about to be) to the pipe and
+  // not yet read, under `mu`.
+  std::unique_ptr<CompletionChannel> waiter;
+  std::mutex mu;
+  std::uint64_t pending = 0;
 };
 
 struct VCq {

@@ -44,9 +44,15 @@ void cq_notify(VCq* v) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!v->armed.load(std::memory_order_relaxed) || !v->armed.exchange(false)) return;
   ibv_cq* cq = &v->cq;
-  if (::write(v->channel->wr, &cq, sizeof cq) != static_cast<ssize_t>(sizeof cq)) {
+  Channel* ch = v->channel;
+  {
+    std::lock_guard lk(ch->mu);
+    ch->pending++;  // (before the write: a reader that sees it finds the pointer, or waits for it in the read)
+  }
+  if (::write(ch->wr, &cq, sizeof cq) != static_cast<ssize_t>(sizeof cq)) {
     // The pipe holds one pointer per armed CQ at most, far below its capacity.
   }
+  ch->waiter->notify();
 }
 
 }  // namespace
@@ -121,6 +127,7 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   if (::pipe2(fds, O_CLOEXEC) != 0) return nullptr;
   ::fcntl(fds[1], F_SETFL, O_NONBLOCK);
   auto* ch = new Channel;
+  ch->waiter = ctx_of(context)->dev->create_channel();
   ch->ch.context = context;
   ch->ch.fd = fds[0];
   ch->ch.refcnt = 0;
@@ -131,6 +138,7 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
 int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   auto* ch = reinterpret_cast<Channel*>(channel);
   if (channel->refcnt) return EBUSY;
+  ch->waiter->interrupt();
   ::close(ch->ch.fd);
   ::close(ch->wr);
   delete ch;
@@ -173,8 +181,26 @@ int ibv_resize_cq(ibv_cq*, int) {
 }
 
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  auto* ch = reinterpret_cast<Channel*>(channel);
+  const int fl = ::fcntl(channel->fd, F_GETFL);
+  if (fl < 0) return -1;  // (EBADF)
+  if (!(fl & O_NONBLOCK)) {
+    // Until an event is there, drive the engine; once another thread drives it, block in the
+    // read instead. A signal ends either as it ends a read (qperf ends its tests with SIGALRM).
+    std::unique_lock lk(ch->mu);
+    bool another_drives = false;
+    while (ch->pending == 0 && !another_drives)
+      if (!ch->waiter->wait_step(lk, std::nullopt, another_drives)) {
+        errno = EINTR;
+        return -1;
+      }
+  }
   ibv_cq* got = nullptr;
   if (::read(channel->fd, &got, sizeof got) != static_cast<ssize_t>(sizeof got)) return -1;
+  {
+    std::lock_guard lk(ch->mu);
+    if (ch->pending) ch->pending--;
+  }
   *cq = got;
   *cq_context = got->cq_context;
   return 0;

@@ -409,8 +409,9 @@ class CompletionChannel {
   // return and the caller looks again. It drives the engine (until a frame, a due timer,
   // notify(), `deadline` or 100 ms) unless another thread did at its last step; then it sleeps
   // until notified or `deadline`. `another_drives` is the waiter's state across its steps (false
-  // at the first).
-  virtual void wait_step(std::unique_lock<std::mutex>& lk, std::optional<Clock::time_point> deadline,
+  // at the first). False when a signal ended the wait (for an API with EINTR; the sleep while
+  // another thread drives does not end on signals).
+  virtual bool wait_step(std::unique_lock<std::mutex>& lk, std::optional<Clock::time_point> deadline,
                          bool& another_drives) = 0;
   // What a waiter looks for happened (any thread, the object's mutex released): wakes the waiters.
   virtual void notify() = 0;

@@ -71,7 +71,10 @@ class PublisherImpl final : public Publisher {
   // `stop` is a pipe (read end, write end) whose write end wakes the thread to leave.
   PublisherImpl(const Device& dev, int fd, std::string path, const int stop[2])
       : dev_(dev), fd_(fd), path_(std::move(path)), stop_{stop[0], stop[1]} {
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+      netdev::block_async_signals();
+      run();
+    });
   }
   ~PublisherImpl() override {
     (void)!::write(stop_[1], "x", 1);

@@ -268,7 +268,8 @@ struct IdSolver {
   std::size_t len = 0;
   int n = 0;
   std::uint32_t row[16]{};
-  std::uint16_t combo[16]{};  // which ID bits make up the row
+  std::uint16_t combo[16]{};   // which ID bits make up the row
+  std::uint32_t effect[16]{};  // what each ID bit alone changes in the CRC
 
   void build(std::size_t udp_payload_len) {
     len = udp_payload_len;
@@ -282,6 +283,7 @@ struct IdSolver {
       const std::uint8_t zero[2] = {0, 0};
       const auto d = static_cast<uLong>(::crc32(0, bytes, 2) ^ ::crc32(0, zero, 2));
       auto v = static_cast<std::uint32_t>(::crc32_combine(d, 0, rest_len) ^ ::crc32_combine(0, 0, rest_len));
+      effect[i] = v;
       auto c = static_cast<std::uint16_t>(1u << i);
       for (int r = 0; r < n; ++r)
         if (v & top_bit(row[r])) {
@@ -314,6 +316,19 @@ struct IdSolver {
 
 }  // namespace
 
+namespace {
+// A few packet lengths carry nearly all traffic (MTU-sized, ACKs): their maps are kept.
+const IdSolver& solver_for(std::size_t udp_payload_len) {
+  thread_local std::array<IdSolver, 8> cache;
+  thread_local std::size_t next = 0;
+  for (const auto& c : cache)
+    if (c.len == udp_payload_len) return c;
+  IdSolver& fresh = cache[next++ % cache.size()];
+  fresh.build(udp_payload_len);
+  return fresh;
+}
+}  // namespace
+
 bool icrc_ok_any_id(IcrcAddr a, std::span<const std::uint8_t> b, std::uint16_t& ip_id) {
   if (b.size() < kBthLen + kIcrcLen) return false;
   a.ip_id = 0;
@@ -323,18 +338,15 @@ bool icrc_ok_any_id(IcrcAddr a, std::span<const std::uint8_t> b, std::uint16_t& 
     ip_id = 0;
     return true;
   }
-  // A few packet lengths carry nearly all traffic (MTU-sized, ACKs): their maps are kept.
-  thread_local std::array<IdSolver, 8> cache;
-  thread_local std::size_t next = 0;
-  const IdSolver* s = nullptr;
-  for (const auto& c : cache)
-    if (c.len == b.size()) s = &c;
-  if (!s) {
-    IdSolver& fresh = cache[next++ % cache.size()];
-    fresh.build(b.size());
-    s = &fresh;
-  }
-  return s->solve(target, ip_id);
+  return solver_for(b.size()).solve(target, ip_id);
+}
+
+std::uint32_t icrc_ip_id_effect(std::size_t udp_payload_len, std::uint16_t id) {
+  const IdSolver& s = solver_for(udp_payload_len);
+  std::uint32_t v = 0;
+  for (int i = 0; i < 16; ++i)
+    if (id & (1u << i)) v ^= s.effect[i];
+  return v;
 }
 
 std::uint16_t source_port_of(std::uint32_t qpn) {

@@ -56,6 +56,11 @@ bool parse_uint(std::string_view v, T lo, T hi, T& out) {
   return true;
 }
 
+// What the IP ID does to a datagram's last four bytes (a little-endian CRC its IP header enters,
+// as RoCEv2's ICRC): the value to XOR into them when the datagram of `size` bytes carries IP ID
+// `id` instead of 0. Given by the layer that computed the CRC; the netdev knows no CRC.
+using IpIdSeal = std::uint32_t (*)(std::size_t size, std::uint16_t id);
+
 // One datagram, gathered from up to three pieces (header, payload straight from registered
 // memory, trailer) so the sender need not copy the payload.
 struct TxFrame {
@@ -64,6 +69,10 @@ struct TxFrame {
   std::span<const std::uint8_t> body;
   std::span<const std::uint8_t> tail;
   std::uint16_t from_port = 0;  // the UDP source port, one source_port() granted (0: the netdev's own)
+  // Set when the frame's last four bytes were computed for IP ID 0: a netdev that sends it with
+  // another ID (udp: the k-th datagram of a UDP GSO send carries ID k) corrects them in its own
+  // copy as it sends; the frame's memory stays as given.
+  IpIdSeal seal = nullptr;
   std::size_t size() const { return head.size() + body.size() + tail.size(); }
 };
 
@@ -140,6 +149,18 @@ class Waitable {
   // Ends a wait_rx in another thread early. Safe from any thread.
   virtual void wake() = 0;
 };
+
+// Whether a wait_rx in this thread ended on a signal (EINTR) since the last call, which clears
+// it: a consumer thread that waits by driving the engine (ibv_get_cq_event) returns EINTR as the
+// read() it stands for would (qperf ends its tests with SIGALRM). Backends that block in the
+// kernel set it (note_wait_interrupted).
+bool take_wait_interrupted();
+void note_wait_interrupted();
+// Blocks in the calling thread the signals an application handles, not the faults: for the
+// threads the library starts. A signal that landed there would run the application's handler on
+// it and interrupt nothing the application waits in (qperf's SIGALRM must end the consumer's
+// blocking wait); memory faults on registered memory are still caught there (run_guarded).
+void block_async_signals();
 
 class Netdev : public Waitable {
  public:
@@ -302,11 +323,14 @@ struct NetdevConfig {
   std::size_t max_datagram = 0;
   std::size_t socket_buffer = 8 << 20;  // SO_RCVBUF / SO_SNDBUF request (udp; forced when root)
   // udp: a run of equal-sized datagrams to one peer leaves in one system call as one UDP GSO
-  // send (UDP_SEGMENT), where the kernel takes it (not with dont_fragment: checksum 0 and GSO
-  // exclude each other); else (or false) in one sendmmsg.
+  // send (UDP_SEGMENT), where the kernel takes it; else (or false) in one sendmmsg. With
+  // dont_fragment it also decides the UDP checksum: Linux refuses GSO on a socket that sends
+  // checksum 0, so with GSO the kernel fills it in (offloaded; a receiver checks it or ignores
+  // it), and without GSO the datagrams carry 0, as rxe's do.
   bool udp_gso = true;
   // Every datagram with DF set and sent from an unconnected socket (udp: no per-peer sockets).
-  // RoCEv2 needs it: its ICRC covers the IP ID, which Linux sets to 0 only for such datagrams.
+  // RoCEv2 needs it: its ICRC covers the IP ID, which Linux then sets to 0 for a datagram sent
+  // alone and to 0, 1, 2, ... for the datagrams of one GSO send (TxFrame::seal).
   bool dont_fragment = false;
   ImpairPlan impair;  // applied on send when active()
   std::string pcap;   // a pcap tap writes every datagram sent and received here

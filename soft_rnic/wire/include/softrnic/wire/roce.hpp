@@ -318,6 +318,10 @@ bool icrc_ok(const IcrcAddr& a, std::span<const std::uint8_t> udp_payload);
 // affine in the ID's 16 bits, so this solves for it (16 steps, the map cached per packet
 // length); a corrupted packet passes with probability 2^-16 instead of 2^-32.
 bool icrc_ok_any_id(IcrcAddr a, std::span<const std::uint8_t> udp_payload, std::uint16_t& ip_id);
+// What IP ID `id` instead of 0 changes in the ICRC of a packet whose UDP payload is
+// `udp_payload_len` bytes (XOR it in): for a sender whose kernel numbers the packets of one send
+// (netdev::IpIdSeal; the map cached per length, as for icrc_ok_any_id).
+std::uint32_t icrc_ip_id_effect(std::size_t udp_payload_len, std::uint16_t id);
 
 // PSN arithmetic modulo 2^24: a - b as a signed distance in [-2^23, 2^23) (exactly half-way
 // counts as behind: fuzz corpus regress_psn_diff_halfway).
