@@ -275,7 +275,8 @@ case_libfabric() {
   [ "$(id -u)" = 0 ] || skip "libfabric's verbs provider skips loopback interfaces; this case makes a network namespace with a veth pair, which needs root"
   local ns=softrnic-fab-$$
   ip netns add "$ns" || skip "cannot create a network namespace"
-  trap 'ip netns del "$ns" 2>/dev/null; rm -rf "$work"' EXIT
+  # (expanded now: $ns is local and gone by the time the shell exits)
+  trap "ip netns del '$ns' 2>/dev/null; rm -rf '$work'" EXIT
   ip -n "$ns" link add fab0 type veth peer name fab1 || skip "cannot create a veth pair"
   ip -n "$ns" addr add 10.77.0.1/24 dev fab0 && ip -n "$ns" addr add 10.77.0.2/24 dev fab1 &&
     ip -n "$ns" link set lo up && ip -n "$ns" link set fab0 up && ip -n "$ns" link set fab1 up ||
