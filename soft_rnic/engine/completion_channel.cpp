@@ -52,6 +52,10 @@ void CompletionChannel::notify() {
   if (wake_netdev) e_.wake();
 }
 
+bool CompletionChannel::driven_here() const {
+  return t_driving_for == this;
+}
+
 void CompletionChannel::interrupt() {
   cv_.notify_all();
   if (driving_.load() > 0) e_.wake();

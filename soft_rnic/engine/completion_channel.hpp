@@ -37,6 +37,8 @@ class CompletionChannel {
   // the round this very thread drives for this channel needs no netdev wake (an eventfd write and
   // read per message over udp): its waiter looks when the round returns.
   void notify();
+  // Whether this thread drives the engine as a waiter on this channel (within wait_step).
+  bool driven_here() const;
   // Ends every wait (the object is freed or can no longer be waited on): as notify(), and the
   // netdev is woken even for a waiter that drives in this thread (a proxy agent's round).
   void interrupt();

@@ -82,6 +82,7 @@ class Channel final : public CompletionChannel {
     return ch_.wait_step(lk, deadline, another_drives);
   }
   void notify() override { ch_.notify(); }
+  bool driven_here() const override { return ch_.driven_here(); }
   void interrupt() override { ch_.interrupt(); }
   std::condition_variable& cv() override { return ch_.cv(); }
 

@@ -53,7 +53,7 @@ else:
     a, b = live["scenario_a"], live["scenario_b"]
     keys(b, ["schema", "pid", "ia", "wire", "netdev", "address", "counters", "qps", "socket"], "live IA")
     keys(b["counters"], ["tx_frames", "rx_frames", "retransmits", "rx_duplicates", "rx_out_of_order", "rx_bad_frames",
-                         "rx_unknown_qp", "terminates_sent", "terminates_received", "fatal_naks_sent",
+                         "rx_unknown_qp", "rx_dropped_datagrams", "terminates_sent", "terminates_received", "fatal_naks_sent",
                          "fatal_naks_received", "dead_peers", "memory_faults"],
          "IA counters")
     if len(b["qps"]) != 1 or len(a["qps"]) != 1: bad.append(f"QPs: A {len(a['qps'])}, B {len(b['qps'])}, want 1 each")

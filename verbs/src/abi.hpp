@@ -83,10 +83,12 @@ struct Channel {
   // engine itself, blocked in the netdev, so the frame that completes its CQ wakes it directly
   // (one thread hand-off per message instead of two, as dat_evd_wait); a signal ends that wait
   // as it ends the read of the pipe. `pending`: events written (or about to be) to the pipe and
-  // not yet read, under `mu`.
+  // not yet read; `direct`: events the waiter's own round raised, handed to it without the pipe;
+  // both under `mu`.
   std::unique_ptr<CompletionChannel> waiter;
   std::mutex mu;
   std::uint64_t pending = 0;
+  std::vector<ibv_cq*> direct;
 };
 
 struct VCq {

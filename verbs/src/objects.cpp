@@ -35,6 +35,17 @@ Context* ctx_pd(ibv_pd* pd) {
   return ctx_of(pd->context);
 }
 
+// One event down the channel's pipe.
+void to_pipe(Channel* ch, ibv_cq* cq) {
+  {
+    std::lock_guard lk(ch->mu);
+    ch->pending++;  // (before the write: a reader that sees it finds the pointer, or waits for it in the read)
+  }
+  if (::write(ch->wr, &cq, sizeof cq) != static_cast<ssize_t>(sizeof cq)) {
+    // The pipe holds one pointer per armed CQ at most, far below its capacity.
+  }
+}
+
 // A completion of the CQ: one event down its channel if it was armed. The fence orders the
 // completion's publication before the look at `armed`, as ibv_req_notify_cq's store of `armed`
 // (seq_cst) comes before the consumer's poll: else each side may see the other's old value (a
@@ -45,13 +56,14 @@ void cq_notify(VCq* v) {
   if (!v->armed.load(std::memory_order_relaxed) || !v->armed.exchange(false)) return;
   ibv_cq* cq = &v->cq;
   Channel* ch = v->channel;
-  {
+  if (ch->waiter->driven_here()) {
+    // Raised in the round of the very thread that waits for it in ibv_get_cq_event: handed over
+    // without the pipe's write and read (two system calls per message on a blocking ping-pong).
     std::lock_guard lk(ch->mu);
-    ch->pending++;  // (before the write: a reader that sees it finds the pointer, or waits for it in the read)
+    ch->direct.push_back(cq);
+    return;
   }
-  if (::write(ch->wr, &cq, sizeof cq) != static_cast<ssize_t>(sizeof cq)) {
-    // The pipe holds one pointer per armed CQ at most, far below its capacity.
-  }
+  to_pipe(ch, cq);
   ch->waiter->notify();
 }
 
@@ -184,20 +196,29 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
   auto* ch = reinterpret_cast<Channel*>(channel);
   const int fl = ::fcntl(channel->fd, F_GETFL);
   if (fl < 0) return -1;  // (EBADF)
+  ibv_cq* got = nullptr;
   if (!(fl & O_NONBLOCK)) {
     // Until an event is there, drive the engine; once another thread drives it, block in the
     // read instead. A signal ends either as it ends a read (qperf ends its tests with SIGALRM).
     std::unique_lock lk(ch->mu);
     bool another_drives = false;
-    while (ch->pending == 0 && !another_drives)
-      if (!ch->waiter->wait_step(lk, std::nullopt, another_drives)) {
+    while (ch->direct.empty() && ch->pending == 0 && !another_drives)
+      if (!ch->waiter->wait_step(lk, std::nullopt, another_drives) && ch->direct.empty()) {
         errno = EINTR;
         return -1;
       }
+    if (!ch->direct.empty()) {
+      got = ch->direct.front();
+      // (Several CQs of the channel completed in that round: the others go down the pipe, where
+      // poll() and the next call see them.)
+      std::vector<ibv_cq*> rest(ch->direct.begin() + 1, ch->direct.end());
+      ch->direct.clear();
+      lk.unlock();
+      for (ibv_cq* other : rest) to_pipe(ch, other);
+    }
   }
-  ibv_cq* got = nullptr;
-  if (::read(channel->fd, &got, sizeof got) != static_cast<ssize_t>(sizeof got)) return -1;
-  {
+  if (!got) {
+    if (::read(channel->fd, &got, sizeof got) != static_cast<ssize_t>(sizeof got)) return -1;
     std::lock_guard lk(ch->mu);
     if (ch->pending) ch->pending--;
   }

@@ -415,6 +415,9 @@ class CompletionChannel {
                          bool& another_drives) = 0;
   // What a waiter looks for happened (any thread, the object's mutex released): wakes the waiters.
   virtual void notify() = 0;
+  // Whether this thread drives the engine as a waiter on this channel (wait_step), so that what
+  // it raises now can be handed to it directly.
+  virtual bool driven_here() const = 0;
   // Ends every wait (the object goes away or cannot be waited on), wherever its waiters are.
   virtual void interrupt() = 0;
   // For waits on the object's other state (its waiters leaving), under the object's mutex.

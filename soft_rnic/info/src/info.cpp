@@ -206,6 +206,7 @@ std::string to_json(const DeviceInfo& d, long pid) {
                       {"rx_out_of_order", c.rx_out_of_order},
                       {"rx_bad_frames", c.rx_bad_frames},
                       {"rx_unknown_qp", c.rx_unknown_qp},
+                      {"rx_dropped_datagrams", c.rx_dropped_datagrams},
                       {"terminates_sent", c.terminates_sent},
                       {"terminates_received", c.terminates_received},
                       {"fatal_naks_sent", c.fatal_naks_sent},
