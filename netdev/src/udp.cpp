@@ -419,7 +419,7 @@ class UdpNetdev final : public Netdev {
     if (r.gso == 0) {
       std::size_t j = 1;
       while (j + 1 < r.n && f[j].size() != f[j + 1].size()) ++j;
-      r.n = j;
+      if (j + 1 < r.n) r.n = j;  // (else no such run begins: all of them by sendmmsg)
     }
     return r;
   }
