@@ -409,6 +409,21 @@ def tcp_stack(build):
     return st
 
 
+def host_facts():
+    """Which host a figure comes from (the ratios differ by CPU: docs/performance.md keeps a table per
+    kind of host): the CPU model, its core count and the kernel."""
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": os.uname().release}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
@@ -438,13 +453,15 @@ def main():
     todo = [c for c in cases(a.quick, a.build) if not a.only or c[0] in a.only.split(",")]
     if row_set == "tcp":
         todo = [c for c in todo if c[0] in ("pingpong", "write_bw", "read_bw")]
-    print(f"softrnic benchmark: {a.runs} runs per case, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}")
+    host = host_facts()
+    print(f"softrnic benchmark: {a.runs} runs per case, {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"host: {host['cpu']}, {host['cores']} cores, Linux {host['kernel']}")
     summary = {}
     t0 = time.time()
     with open(os.path.join(a.out, "results.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["bench", "size", "stack", "run", "median_us", "p99_us", "p999_us", "mbps", "msgs_per_s",
-                    "cpu_us_per_msg", "server_cpu_us_per_msg", "cpu_pct", "server_cpu_pct"])
+                    "cpu_us_per_msg", "server_cpu_us_per_msg", "cpu_pct", "server_cpu_pct", "cpu", "cores", "kernel"])
         for ci, (bench, size, iters) in enumerate(todo):
             runs = {}
             m = measure(stacks, bench, size, iters)
@@ -461,7 +478,8 @@ def main():
                     if r:
                         w.writerow([bench, size, stack, run + 1] + [r.get(k, "") for k in (
                             "median_us", "p99_us", "p999_us", "mbps", "msgs_per_s", "cpu_us_per_msg",
-                            "server_cpu_us_per_msg", "cpu_pct", "server_cpu_pct")])
+                            "server_cpu_us_per_msg", "cpu_pct", "server_cpu_pct")] +
+                                  [host["cpu"], host["cores"], host["kernel"]])
             progress("")
             runs = {k: v for k, v in runs.items() if any(v)}
             key, rows = summarize(bench, size, runs)
