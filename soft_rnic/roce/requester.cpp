@@ -12,6 +12,12 @@ namespace w = wire::roce;
 namespace {
 // rxe's requester asks for an ACK on a message's last packet and every RXE_MAX_PKT_PER_ACK.
 constexpr std::uint32_t kPktsPerAck = 64;
+// But a message nobody waits for (unsignaled) in a quick series does not ask: in a ping-pong or a
+// stream of unsignaled Sends each ACK was a datagram of its own each way (RoCEv2 cannot carry
+// one on a request). One asks when it comes after a pause of Roce::kAskIdle, when kAskWrs
+// requests wait for their ACK (their send queue slots are freed by it), and the last of a series
+// that stops asks kAskIdle later (a tail probe: its last packet again, asking; tail_probe).
+constexpr std::size_t kAskWrs = 8;
 
 std::uint32_t packets_of(std::uint64_t len, std::uint32_t mtu) {
   return len == 0 ? 1 : static_cast<std::uint32_t>((len + mtu - 1) / mtu);
@@ -31,6 +37,7 @@ void Roce::issue(Qp& qp, const WaitingWr& wr) {
   r.va = wr.remote_addr;
   r.first_psn = s.next_psn;
   r.npkts = packets_of(wr.total, s.mtu);
+  r.signaled = wqe.signaled;
   switch (wr.opcode) {
     case SendOpcode::rdma_read: {
       r.kind = ReqKind::read;
@@ -161,6 +168,7 @@ bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
     p.ack_req = true;
     s.tx_psn = psn + 1;
     s.since_ackreq = 0;
+    s.asked_to = s.tx_psn;
     return send_packet(qp, p, {}, 0, 0, qp.init.pd);
   }
   if (r.kind == ReqKind::read) {
@@ -173,6 +181,7 @@ bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
     p.ack_req = true;
     s.tx_psn = r.first_psn + r.npkts;
     s.since_ackreq = 0;
+    s.asked_to = s.tx_psn;
     return send_packet(qp, p, {}, 0, 0, qp.init.pd);
   }
   const auto k = static_cast<std::uint32_t>(psn - r.first_psn);
@@ -199,10 +208,40 @@ bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
     if (r.invalidate) p.inv_rkey = r.inv_rkey;
     p.solicited = last && r.solicited;
   }
-  p.ack_req = last || ++s.since_ackreq >= kPktsPerAck;
+  p.ack_req = ++s.since_ackreq >= kPktsPerAck;
+  if (last) p.ack_req = asks(qp, r) || p.ack_req;  // (asks notes the time)
   if (p.ack_req) s.since_ackreq = 0;
   s.tx_psn = psn + 1;
+  if (p.ack_req) s.asked_to = s.tx_psn;
   return send_packet(qp, p, r.sgl, off, len, qp.init.pd);
+}
+
+// Whether the last packet of `r` asks for an ACK (kAskIdle): a signaled request, one after a
+// pause, or one behind which kAskWrs (at most half the send queue) wait for theirs; a QP that is
+// closing always asks.
+bool Roce::asks(Qp& qp, const ReqWqe& r) {
+  RoceQp& s = st(qp);
+  const auto now = Clock::now();
+  const bool quick = now - s.sent_at < kAskIdle;
+  s.sent_at = now;
+  const std::size_t wrs = std::clamp<std::size_t>(qp.init.max_send_wr / 2, 1, kAskWrs);
+  return r.signaled || !quick || s.reqs.size() >= wrs || s.cm != CmState::established;
+}
+
+// The last request packet went kAskIdle ago without asking for an ACK, and nothing followed it:
+// it goes again, asking (the peer acknowledges a duplicate; if the first was lost, this is it).
+void Roce::tail_probe(Qp& qp) {
+  RoceQp& s = st(qp);
+  const Pos psn = s.tx_psn - 1;
+  const auto it = std::find_if(s.reqs.begin(), s.reqs.end(),
+                               [&](const ReqWqe& r) { return r.first_psn <= psn && psn < r.first_psn + r.npkts; });
+  if (it == s.reqs.end() || it->kind == ReqKind::read || it->kind == ReqKind::atomic) {
+    s.asked_to = s.tx_psn;  // (those always ask)
+    return;
+  }
+  s.since_ackreq = kPktsPerAck;  // (this packet asks whichever it is)
+  if (!transmit(qp, *it, psn))
+    complete_error(qp, WcStatus::local_protection_error, "a posted work request names memory whose region was freed");
 }
 
 // Go-back-N: transmits again from `psn` (not below the oldest unacknowledged PSN). `timeout`:

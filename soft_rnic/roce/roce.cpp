@@ -366,7 +366,7 @@ void Roce::flush_tx() {
 void Roce::flush_acks(bool received) {
   std::optional<Clock::time_point> now;
   const auto awaits_own_ack = [&](const RoceQp& s) {
-    if (s.una_psn == s.next_psn) return false;
+    if (s.asked_to <= s.una_psn) return false;  // (nothing of ours asked for an ACK)
     if (!now) now = Clock::now();
     return *now - s.ack_owed_at < kAckHoldMax;
   };
@@ -433,9 +433,10 @@ void Roce::rearm(Qp& qp) {
     timers_.arm(qp.qpn, std::min(s.cm_next, s.cm_deadline));
   if (!s.has_path) return;
   if (!s.read_jobs.empty()) timers_.arm(qp.qpn, Clock::now());  // Read responses still to send
-  if (!s.reqs.empty())
+  if (!s.reqs.empty()) {
     timers_.arm(qp.qpn, s.rnr_wait ? s.rnr_until : s.progress_at + rto(s));
-  else if (keepalive_on(qp))
+    if (unasked(s) && !s.rnr_wait) timers_.arm(qp.qpn, s.sent_at + kAskIdle);
+  } else if (keepalive_on(qp))
     timers_.arm(qp.qpn, keepalive_due(s));
 }
 

@@ -42,6 +42,7 @@ enum class ReqKind : std::uint8_t { send, write, read, atomic };
 // A work request on the wire (rxe's send WQE state).
 struct ReqWqe {
   ReqKind kind = ReqKind::send;
+  bool signaled = true;  // its completion is wanted (it asks for an ACK: transmit)
   bool solicited = false;
   bool invalidate = false;
   std::uint32_t inv_rkey = 0;
@@ -107,6 +108,8 @@ struct RoceQp final : TransportQp {
   Pos ack_through = 0;      // every PSN below it was acknowledged (an ACK may overtake a Read's response)
   std::deque<ReqWqe> reqs;  // issued, not done, in order
   std::uint32_t since_ackreq = 0;
+  Pos asked_to = 0;             // every PSN below it was sent with or before one that asked for an ACK
+  Clock::time_point sent_at{};  // the last request packet sent (a series in quick succession: transmit)
   // PSNs in flight at most: halved by a NAK, back to a few by a timeout, grown again by what is
   // acknowledged (go-back-N sends everything from the lost PSN again: a full window into a peer
   // that drops for lack of room only loses it again).
@@ -310,6 +313,12 @@ class Roce final : public Transport, public engine::Pollable {
   void pump_waiters();
   void leave_budget(Qp& qp);
   bool transmit(Qp& qp, ReqWqe& r, Pos psn);
+  bool asks(Qp& qp, const ReqWqe& r);
+  void tail_probe(Qp& qp);
+  // Packets sent that did not ask for an ACK and none after them that did (tail_probe).
+  static bool unasked(const RoceQp& s) { return s.tx_psn > s.asked_to && s.tx_psn > s.una_psn; }
+  // A request packet that follows the last within this is one of a quick series (requester.cpp).
+  static constexpr std::chrono::microseconds kAskIdle{100};
   void go_back(Qp& qp, Pos psn, bool timeout = false);
 
   // responder.cpp
