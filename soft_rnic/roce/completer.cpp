@@ -259,7 +259,7 @@ void Roce::on_timer(Qp& qp, Clock::time_point now) {
     go_back(qp, s.tx_psn);
     return;
   }
-  if (unasked(s) && now >= s.sent_at + kAskIdle) tail_probe(qp);
+  if (unasked(s) && now >= s.sent_at + ask_idle(s)) tail_probe(qp);
   if (!ctx_.qps.count(qp.qpn) || s.reqs.empty()) return;  // (the probe failed the QP's request)
   if (now >= s.progress_at + rto(s)) {
     if (s.tx_psn == s.una_psn && s.budget_waiting) {

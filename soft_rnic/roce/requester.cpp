@@ -16,7 +16,7 @@ constexpr std::uint32_t kPktsPerAck = 64;
 // stream of unsignaled Sends each ACK was a datagram of its own each way (RoCEv2 cannot carry
 // one on a request). One asks when it comes after a pause of Roce::kAskIdle, when kAskWrs
 // requests wait for their ACK (their send queue slots are freed by it), and the last of a series
-// that stops asks kAskIdle later (a tail probe: its last packet again, asking; tail_probe).
+// that stops asks that much later (a tail probe: its last packet again, asking; tail_probe).
 constexpr std::size_t kAskWrs = 8;
 
 std::uint32_t packets_of(std::uint64_t len, std::uint32_t mtu) {
@@ -222,13 +222,13 @@ bool Roce::transmit(Qp& qp, ReqWqe& r, Pos psn) {
 bool Roce::asks(Qp& qp, const ReqWqe& r) {
   RoceQp& s = st(qp);
   const auto now = Clock::now();
-  const bool quick = now - s.sent_at < kAskIdle;
+  const bool quick = now - s.sent_at < ask_idle(s);
   s.sent_at = now;
   const std::size_t wrs = std::clamp<std::size_t>(qp.init.max_send_wr / 2, 1, kAskWrs);
-  return r.signaled || !quick || s.reqs.size() >= wrs || s.cm != CmState::established;
+  return r.signaled || !quick || s.reqs.size() >= wrs || s.cm == CmState::dreq_sent || s.cm == CmState::drain;
 }
 
-// The last request packet went kAskIdle ago without asking for an ACK, and nothing followed it:
+// The last request packet went ask_idle ago without asking for an ACK, and nothing followed it:
 // it goes again, asking (the peer acknowledges a duplicate; if the first was lost, this is it).
 void Roce::tail_probe(Qp& qp) {
   RoceQp& s = st(qp);
@@ -240,6 +240,7 @@ void Roce::tail_probe(Qp& qp) {
     return;
   }
   s.since_ackreq = kPktsPerAck;  // (this packet asks whichever it is)
+  s.progress_at = Clock::now();  // (the ACK timeout runs from the ask: the ACK was not due before)
   if (!transmit(qp, *it, psn))
     complete_error(qp, WcStatus::local_protection_error, "a posted work request names memory whose region was freed");
 }

@@ -435,7 +435,7 @@ void Roce::rearm(Qp& qp) {
   if (!s.read_jobs.empty()) timers_.arm(qp.qpn, Clock::now());  // Read responses still to send
   if (!s.reqs.empty()) {
     timers_.arm(qp.qpn, s.rnr_wait ? s.rnr_until : s.progress_at + rto(s));
-    if (unasked(s) && !s.rnr_wait) timers_.arm(qp.qpn, s.sent_at + kAskIdle);
+    if (unasked(s) && !s.rnr_wait) timers_.arm(qp.qpn, s.sent_at + ask_idle(s));
   } else if (keepalive_on(qp))
     timers_.arm(qp.qpn, keepalive_due(s));
 }

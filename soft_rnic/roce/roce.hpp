@@ -317,8 +317,10 @@ class Roce final : public Transport, public engine::Pollable {
   void tail_probe(Qp& qp);
   // Packets sent that did not ask for an ACK and none after them that did (tail_probe).
   static bool unasked(const RoceQp& s) { return s.tx_psn > s.asked_to && s.tx_psn > s.una_psn; }
-  // A request packet that follows the last within this is one of a quick series (requester.cpp).
-  static constexpr std::chrono::microseconds kAskIdle{100};
+  // A request packet that follows the last within this is one of a quick series (requester.cpp);
+  // ask_idle: the same, within half the QP's ACK timeout (the tail probe comes before it).
+  static constexpr std::chrono::microseconds kAskIdle{1000};
+  Clock::duration ask_idle(const RoceQp& s) const { return std::min<Clock::duration>(kAskIdle, rto(s) / 2); }
   void go_back(Qp& qp, Pos psn, bool timeout = false);
 
   // responder.cpp

@@ -306,6 +306,50 @@ TEST_F(RocePair, AnOwedAckLeavesWithTheReplyInOneBurst) {
   EXPECT_EQ(a.dev->counters().retransmits, 0u);
 }
 
+// Unsignaled Sends in a quick series ask for an ACK only every few requests (RoCEv2 has no
+// acknowledgement on a request: each ACK is a datagram of its own), and the last of the series,
+// which did not ask, goes again asking 1 ms later (tail probe): every send queue entry is freed,
+// nothing is delivered twice, and no retransmission is counted.
+TEST_F(RocePair, UnsignaledSendsInAQuickSeriesShareTheirAcks) {
+  BurstLog* log = nullptr;
+  log_bursts(b, log);
+  open();
+  connect();
+  ASSERT_NE(log, nullptr);
+  constexpr int kSends = 40;
+  for (int i = 0; i < kSends + 1; ++i) b.post_recv(100 + i, 64 * i, 64);
+  const std::size_t before = log->bursts().size();
+  for (int i = 0; i < kSends; ++i) {
+    fill(a.buf, 64 * i, 64, i);
+    const Sge g = a.sge(64 * i, 64);
+    SendWr wr;
+    wr.wr_id = i;
+    wr.opcode = SendOpcode::send;
+    wr.sgl = {&g, 1};
+    wr.signaled = false;
+    ASSERT_EQ(a.dev->post_send(a.qp, wr), Status::ok);
+    Wc wc;  // (each arrives before the next is posted: a round of its own, as in a ping-pong)
+    ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc)) << i;
+    EXPECT_EQ(wc.wr_id, 100u + i);
+  }
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data(), 64 * kSends), 0);
+  const auto queued = [&] { return a.dev->info().qps.at(0).send_queued; };
+  const auto end = std::chrono::steady_clock::now() + 2s;
+  while (queued() != 0 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(queued(), 0u) << "every send acknowledged (the tail probe asked for the last ones)";
+  int acks = 0;
+  const auto bursts = log->bursts();
+  for (std::size_t k = before; k < bursts.size(); ++k)
+    for (const std::uint8_t op : bursts[k]) acks += op == 0x11;
+  EXPECT_GE(acks, 1);
+  // (About one per 8 Sends; a loaded host pauses the sender past 1 ms now and then, and a Send
+  // after a pause asks.)
+  EXPECT_LE(acks, kSends / 2) << "an ACK per Send";
+  Wc extra;
+  EXPECT_EQ(b.dev->poll_cq(b.rcq, {&extra, 1}), 0u) << "the probe delivered nothing twice";
+  EXPECT_EQ(a.dev->counters().retransmits, 0u);
+}
+
 // Hands out one frame per receive round, as the UDP netdev does after an empty read (a recvfrom,
 // then a burst); `gap`: and an empty round between two frames, as when a round runs between the
 // two datagrams of the peer's one system call.
