@@ -164,6 +164,39 @@ struct Verbs : ::testing::Test {
     }
     return got;
   }
+  // A CQ on `ch` (its context this fixture) that takes a's send completions: a made again on it
+  // and connected.
+  ibv_cq* channel_cq_for_a(ibv_comp_channel* ch) {
+    ibv_cq* ecq = ibv_create_cq(ctx, 16, this, ch, 0);
+    EXPECT_NE(ecq, nullptr);
+    EXPECT_EQ(ibv_destroy_qp(a), 0);
+    a = make_qp(nullptr, ecq);
+    connect();
+    return ecq;
+  }
+  // A 16-byte Send from a (signaled) into a receive b posts for it.
+  void send_a_to_b(std::uint64_t id) {
+    ASSERT_EQ(post_recv(b, 1, 0, 64), 0);
+    ibv_sge g = sge(128, 16);
+    ibv_send_wr wr{};
+    wr.wr_id = id;
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = &g;
+    wr.num_sge = 1;
+    ASSERT_EQ(post(a, wr), 0);
+  }
+  // Takes the one completion of a's Send `id` off `ecq` and b's receive, then frees a, `ecq` and
+  // the channel.
+  void finish_channel_test(ibv_cq* ecq, ibv_comp_channel* ch, std::uint64_t id) {
+    auto wc = wait(1, ecq);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].wr_id, id);
+    wait(1);  // (b's receive)
+    ASSERT_EQ(ibv_destroy_qp(a), 0);
+    a = nullptr;
+    EXPECT_EQ(ibv_destroy_cq(ecq), 0);
+    EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+  }
   ibv_qp_state state(ibv_qp* q) {
     ibv_qp_attr at{};
     ibv_qp_init_attr ia{};
@@ -444,7 +477,7 @@ TEST_F(Verbs, AnIwarpQpCannotGoToRtrWithoutAConnection) {
 TEST_F(Verbs, ACompletionChannelIsAPollableFdThatMayBeNonBlocking) {
   ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
   ASSERT_NE(ch, nullptr);
-  ibv_cq* ecq = ibv_create_cq(ctx, 16, this, ch, 0);
+  ibv_cq* ecq = channel_cq_for_a(ch);
   ASSERT_NE(ecq, nullptr);
   EXPECT_EQ(ibv_destroy_comp_channel(ch), EBUSY);  // a CQ still uses it
   ASSERT_EQ(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK), 0);
@@ -453,35 +486,18 @@ TEST_F(Verbs, ACompletionChannelIsAPollableFdThatMayBeNonBlocking) {
   errno = 0;
   EXPECT_EQ(ibv_get_cq_event(ch, &got, &got_ctx), -1);
   EXPECT_EQ(errno, EAGAIN);
-  ASSERT_EQ(ibv_destroy_qp(a), 0);
-  a = make_qp(nullptr, ecq);  // its send completions go to the channel's CQ
-  connect();
   ASSERT_EQ(ibv_req_notify_cq(ecq, 0), 0);
-  ASSERT_EQ(post_recv(b, 1, 0, 64), 0);
-  ibv_sge g = sge(128, 16);
-  ibv_send_wr wr{};
-  wr.wr_id = 77;
-  wr.opcode = IBV_WR_SEND;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  ASSERT_EQ(post(a, wr), 0);
+  send_a_to_b(77);
   pollfd p{ch->fd, POLLIN, 0};
   ASSERT_EQ(poll(&p, 1, 5000), 1);
   ASSERT_EQ(ibv_get_cq_event(ch, &got, &got_ctx), 0);
   EXPECT_EQ(got, ecq);
   EXPECT_EQ(got_ctx, this);
-  auto wc = wait(1, ecq);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].wr_id, 77u);
   ibv_ack_cq_events(ecq, 1);
   EXPECT_EQ(ecq->comp_events_completed, 1u);
   // Not armed again: no second event.
   EXPECT_EQ(poll(&p, 1, 50), 0);
-  wait(1);  // (b's receive)
-  ASSERT_EQ(ibv_destroy_qp(a), 0);
-  a = nullptr;
-  EXPECT_EQ(ibv_destroy_cq(ecq), 0);
-  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+  finish_channel_test(ecq, ch, 77);
 }
 
 void on_alarm(int) {}
@@ -492,11 +508,8 @@ void on_alarm(int) {}
 TEST_F(Verbs, ABlockingGetCqEventEndsOnASignalAndReturnsTheEvent) {
   ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
   ASSERT_NE(ch, nullptr);
-  ibv_cq* ecq = ibv_create_cq(ctx, 16, this, ch, 0);
+  ibv_cq* ecq = channel_cq_for_a(ch);
   ASSERT_NE(ecq, nullptr);
-  ASSERT_EQ(ibv_destroy_qp(a), 0);
-  a = make_qp(nullptr, ecq);
-  connect();
   ASSERT_EQ(ibv_req_notify_cq(ecq, 0), 0);
   struct sigaction sa {
   }, old{};
@@ -514,26 +527,12 @@ TEST_F(Verbs, ABlockingGetCqEventEndsOnASignalAndReturnsTheEvent) {
   t = {};
   ASSERT_EQ(setitimer(ITIMER_REAL, &t, nullptr), 0);
   sigaction(SIGALRM, &old, nullptr);
-  ASSERT_EQ(post_recv(b, 1, 0, 64), 0);
-  ibv_sge g = sge(128, 16);
-  ibv_send_wr wr{};
-  wr.wr_id = 78;
-  wr.opcode = IBV_WR_SEND;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  ASSERT_EQ(post(a, wr), 0);
+  send_a_to_b(78);
   ASSERT_EQ(ibv_get_cq_event(ch, &got, &got_ctx), 0);
   EXPECT_EQ(got, ecq);
   EXPECT_EQ(got_ctx, this);
   ibv_ack_cq_events(ecq, 1);
-  auto wc = wait(1, ecq);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].wr_id, 78u);
-  wait(1);  // (b's receive)
-  ASSERT_EQ(ibv_destroy_qp(a), 0);
-  a = nullptr;
-  EXPECT_EQ(ibv_destroy_cq(ecq), 0);
-  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+  finish_channel_test(ecq, ch, 78);
 }
 
 TEST_F(Verbs, ASolicitedOnlyArmingWakesForASolicitedSendOnly) {
