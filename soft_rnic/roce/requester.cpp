@@ -17,7 +17,7 @@ constexpr std::uint32_t kPktsPerAck = 64;
 // one on a request). One asks when it comes after a pause of Roce::kAskIdle, when kAskWrs
 // requests wait for their ACK (their send queue slots are freed by it), and the last of a series
 // that stops asks that much later (a tail probe: its last packet again, asking; tail_probe).
-constexpr std::size_t kAskWrs = 8;
+constexpr std::size_t kAskWrs = 32;
 
 std::uint32_t packets_of(std::uint64_t len, std::uint32_t mtu) {
   return len == 0 ? 1 : static_cast<std::uint32_t>((len + mtu - 1) / mtu);
