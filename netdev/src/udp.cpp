@@ -403,14 +403,9 @@ class UdpNetdev final : public Netdev {
   Run plan(std::span<const TxFrame> f) const {
     Run r;
     const TxFrame& first = f[0];
-    if (first.from_port && first.from_port != local_.port)
-      if (const auto it = src_socks_.find(first.from_port); it != src_socks_.end()) r.fd = it->second;
+    r.fd = source_fd(first);
     if (r.fd < 0) r.peer = find_peer(first.to);
-    const auto same_socket = [&](const TxFrame& x) {
-      if (r.fd >= 0) return x.from_port == first.from_port;
-      return !(x.from_port && x.from_port != local_.port && src_socks_.count(x.from_port));
-    };
-    while (r.n < kBurst && r.n < f.size() && f[r.n].to == first.to && same_socket(f[r.n])) ++r.n;
+    while (r.n < kBurst && r.n < f.size() && f[r.n].to == first.to && source_fd(f[r.n]) == r.fd) ++r.n;
     if (r.n < 2 || !gso_) return r;
     // Equal-sized frames (the last may be shorter) as one UDP GSO send: the kernel's stack is
     // walked once for the run, and on loopback it arrives as one packet. Else sendmmsg up to
@@ -422,6 +417,13 @@ class UdpNetdev final : public Netdev {
       if (j + 1 < r.n) r.n = j;  // (else no such run begins: all of them by sendmmsg)
     }
     return r;
+  }
+
+  // The socket of the frame's own source port (source_port), or -1: the peer's or the device's.
+  int source_fd(const TxFrame& f) const {
+    if (!f.from_port || f.from_port == local_.port) return -1;
+    const auto it = src_socks_.find(f.from_port);
+    return it == src_socks_.end() ? -1 : it->second;
   }
 
   // How many of `f` (at least 2, else 0) one GSO send can carry: equal sizes, the last may be

@@ -61,7 +61,7 @@ void Roce::issue_datagram(Qp& qp, const WaitingWr& wr) {
   s.next_psn = s.tx_psn = s.una_psn = s.ack_through = s.next_psn + 1;
   wqe.end_pos = s.next_psn;
   if (!sent) {
-    complete_error(qp, WcStatus::local_protection_error, "a posted work request names memory whose region was freed");
+    complete_error(qp, WcStatus::local_protection_error, kRegionFreed);
     return;
   }
   qp.ctr.tx_frames++;

@@ -86,7 +86,7 @@ void Roce::pump(Qp& qp) {
   RoceQp& s = st(qp);
   if (!s.has_path || s.rnr_wait) return;
   bool sent = false;
-  auto it = at_tx(s);
+  auto it = at_psn(s, s.tx_psn);
   while (it != s.reqs.end() && s.tx_psn < s.next_psn && s.tx_psn - s.una_psn < s.cwnd) {
     ReqWqe& r = *it;
     if (r.done) {  // acknowledged already (a go-back-N over a completed Read)
@@ -109,7 +109,7 @@ void Roce::pump(Qp& qp) {
     if (s.tx_psn == s.una_psn) s.progress_at = Clock::now();
     if (!transmit(qp, r, s.tx_psn)) {
       recount(qp);
-      complete_error(qp, WcStatus::local_protection_error, "a posted work request names memory whose region was freed");
+      complete_error(qp, WcStatus::local_protection_error, kRegionFreed);
       return;
     }
     recount(qp);
@@ -126,9 +126,10 @@ void Roce::recount(Qp& qp) {
   budget_.track(s.budget_charged, static_cast<std::size_t>(s.tx_psn - s.una_psn));
 }
 
-// The request holding tx_psn (requests are in PSN order), or reqs.end().
-std::deque<ReqWqe>::iterator Roce::at_tx(RoceQp& s) {
-  return std::find_if(s.reqs.begin(), s.reqs.end(), [&](const ReqWqe& r) { return r.first_psn + r.npkts > s.tx_psn; });
+// The first request not wholly below `psn` (requests are in PSN order): the one holding it when
+// psn is not below the oldest; or reqs.end().
+std::deque<ReqWqe>::iterator Roce::at_psn(RoceQp& s, Pos psn) {
+  return std::find_if(s.reqs.begin(), s.reqs.end(), [&](const ReqWqe& r) { return r.first_psn + r.npkts > psn; });
 }
 
 // What transmitting at `psn` of `r` adds to the PSNs in flight: one packet, or a Read's whole
@@ -150,7 +151,7 @@ void Roce::pump_waiters() {
       },
       [&](std::uint32_t qpn) {
         RoceQp& s = st(*qp_of(qpn));
-        const auto it = at_tx(s);
+        const auto it = at_psn(s, s.tx_psn);
         return it == s.reqs.end() ? std::size_t{0} : static_cast<std::size_t>(budget_amount(*it, s.tx_psn));
       },
       [&](std::uint32_t qpn) { pump(*qp_of(qpn)); });
@@ -233,16 +234,14 @@ bool Roce::asks(Qp& qp, const ReqWqe& r) {
 void Roce::tail_probe(Qp& qp) {
   RoceQp& s = st(qp);
   const Pos psn = s.tx_psn - 1;
-  const auto it = std::find_if(s.reqs.begin(), s.reqs.end(),
-                               [&](const ReqWqe& r) { return r.first_psn <= psn && psn < r.first_psn + r.npkts; });
-  if (it == s.reqs.end() || it->kind == ReqKind::read || it->kind == ReqKind::atomic) {
+  const auto it = at_psn(s, psn);
+  if (it == s.reqs.end() || it->first_psn > psn || it->kind == ReqKind::read || it->kind == ReqKind::atomic) {
     s.asked_to = s.tx_psn;  // (those always ask)
     return;
   }
   s.since_ackreq = kPktsPerAck;  // (this packet asks whichever it is)
   s.progress_at = Clock::now();  // (the ACK timeout runs from the ask: the ACK was not due before)
-  if (!transmit(qp, *it, psn))
-    complete_error(qp, WcStatus::local_protection_error, "a posted work request names memory whose region was freed");
+  if (!transmit(qp, *it, psn)) complete_error(qp, WcStatus::local_protection_error, kRegionFreed);
 }
 
 // Go-back-N: transmits again from `psn` (not below the oldest unacknowledged PSN). `timeout`:

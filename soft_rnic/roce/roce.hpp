@@ -308,7 +308,9 @@ class Roce final : public Transport, public engine::Pollable {
   // requester.cpp
   void pump(Qp& qp);
   void recount(Qp& qp);
-  static std::deque<ReqWqe>::iterator at_tx(RoceQp& s);
+  static std::deque<ReqWqe>::iterator at_psn(RoceQp& s, Pos psn);
+  // A request's memory faulted as it was read to be sent (send_packet).
+  static constexpr const char* kRegionFreed = "a posted work request names memory whose region was freed";
   static Pos budget_amount(const ReqWqe& r, Pos psn);
   void pump_waiters();
   void leave_budget(Qp& qp);

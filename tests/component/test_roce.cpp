@@ -239,9 +239,10 @@ class BurstLog final : public softrnic::testing::ForwardingNetdev {
   std::vector<std::vector<std::uint8_t>> bursts_;
 };
 
+constexpr std::uint8_t kSendOnly = 0x04, kAck = 0x11;  // BTH opcodes
+
 // The bursts since the `before`th: Sends that carried an ACK behind them, and ACKs that went alone.
 std::pair<int, int> count_acks(const BurstLog& log, std::size_t before) {
-  constexpr std::uint8_t kSendOnly = 0x04, kAck = 0x11;
   int together = 0, alone = 0;
   const auto bursts = log.bursts();
   for (std::size_t k = before; k < bursts.size(); ++k) {
@@ -340,7 +341,7 @@ TEST_F(RocePair, UnsignaledSendsInAQuickSeriesShareTheirAcks) {
   int acks = 0;
   const auto bursts = log->bursts();
   for (std::size_t k = before; k < bursts.size(); ++k)
-    for (const std::uint8_t op : bursts[k]) acks += op == 0x11;
+    for (const std::uint8_t op : bursts[k]) acks += op == kAck;
   EXPECT_GE(acks, 1);
   // (About one per 8 Sends; a loaded host pauses the sender past 1 ms now and then, and a Send
   // after a pause asks.)
@@ -555,7 +556,7 @@ TEST_F(RoceCm, AnAckHeldForAReplyLeavesBeforeTheDreq) {
   ASSERT_TRUE(a.sink.wait_event(ev));
   EXPECT_EQ(ev.type, CmEventType::disconnected) << ev.reason;
   ASSERT_TRUE(b.sink.wait_event(ev));
-  constexpr std::uint8_t kAck = 0x11, kUdSendOnly = 0x64;
+  constexpr std::uint8_t kUdSendOnly = 0x64;
   std::ptrdiff_t ack_at = -1, dreq_at = -1;
   const auto bursts = log->bursts();
   for (std::size_t k = before; k < bursts.size(); ++k)
@@ -653,7 +654,7 @@ TEST_F(RoceCm, AHeldBackDrepComesWithinThePeersDreqWait) {
       const auto held = a.hold->held();
       std::vector<std::size_t> idx;
       for (std::size_t i = 0; i < held.size(); ++i)
-        if ((held[i].bytes.at(0) == 0x11) == ack) idx.push_back(i);
+        if ((held[i].bytes.at(0) == kAck) == ack) idx.push_back(i);
       return idx;
     };
     a.hold->discard(pick(true));

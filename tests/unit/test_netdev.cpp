@@ -55,15 +55,21 @@ std::size_t recv_some(Netdev& d, std::vector<std::vector<std::uint8_t>>& got, Ne
   return 0;
 }
 
+// Two netdevs of one configuration (the second takes the next free port).
+void open_pair(const NetdevConfig& c, std::unique_ptr<Netdev>& a, std::unique_ptr<Netdev>& b) {
+  std::string e;
+  a = make_netdev(c, e);
+  ASSERT_TRUE(a) << e;
+  b = make_netdev(c, e);
+  ASSERT_TRUE(b) << e;
+}
+
 void exchange(const char* kind, std::uint16_t port) {
   NetdevConfig c;
   c.kind = kind;
   c.port = port;
-  std::string e;
-  auto a = make_netdev(c, e);
-  ASSERT_TRUE(a) << e;
-  auto b = make_netdev(c, e);
-  ASSERT_TRUE(b) << e;
+  std::unique_ptr<Netdev> a, b;
+  ASSERT_NO_FATAL_FAILURE(open_pair(c, a, b));
   EXPECT_EQ(a->local_addr().port, port);
   EXPECT_EQ(b->local_addr().port, port + 1) << "the next free port";
   EXPECT_EQ(a->max_datagram(), 65000u) << "automatic size on 127/8";
@@ -563,11 +569,8 @@ TEST(UdpNetdev, SealedFramesOfAGsoSendAreCorrectedForTheirIpIds) {
     c.port = 7490;
     c.udp_gso = gso;
     c.dont_fragment = true;
-    std::string e;
-    auto a = make_netdev(c, e);
-    ASSERT_TRUE(a) << e;
-    auto b = make_netdev(c, e);
-    ASSERT_TRUE(b) << e;
+    std::unique_ptr<Netdev> a, b;
+    ASSERT_NO_FATAL_FAILURE(open_pair(c, a, b));
     constexpr std::size_t kN = 6, kSize = 1000;
     std::vector<std::vector<std::uint8_t>> body(kN, std::vector<std::uint8_t>(kSize - 2));
     const std::array<std::uint8_t, 2> tail{0xAB, 0xCD};  // the four bytes: two of body, two of tail
@@ -611,11 +614,8 @@ TEST(UdpNetdev, ARunOfEqualDatagramsIsOneGsoSend) {
     c.kind = "udp";
     c.port = 7480;
     c.udp_gso = gso;
-    std::string e;
-    auto a = make_netdev(c, e);
-    ASSERT_TRUE(a) << e;
-    auto b = make_netdev(c, e);
-    ASSERT_TRUE(b) << e;
+    std::unique_ptr<Netdev> a, b;
+    ASSERT_NO_FATAL_FAILURE(open_pair(c, a, b));
     constexpr std::size_t kN = 12, kSize = 4000;
     std::vector<std::vector<std::uint8_t>> payload(kN + 1);
     std::vector<TxFrame> frames;
