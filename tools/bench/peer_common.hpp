@@ -32,6 +32,10 @@ struct PeerOptions {
   bool warmup_set = false;
   bool busy = true;
   double timeout_s = 30;
+  // udp ping-pong: each message travels with a companion datagram of this many bytes sent behind
+  // it in the same sendmmsg, and a side replies once it has both (the pattern of a RoCEv2
+  // ping-pong whose Sends ask for their ACK: 20 bytes). 0: none.
+  std::size_t companion = 0;
 };
 
 inline const char*& program_name() {
@@ -45,7 +49,7 @@ inline const char*& program_name() {
                "%s: %s\n"
                "usage: %s server --port P [--poll busy|block] [--timeout S]\n"
                "       %s client --port P --test pingpong --size N --iters N [--warmup N]\n"
-               "                                [--poll busy|block] [--timeout S]\n"
+               "                                [--poll busy|block] [--timeout S] [--companion BYTES]\n"
                "       %s client --port P --test stream --size N --bytes N [--poll busy|block]\n",
                p, why.c_str(), p, p, p);
   std::exit(2);
@@ -111,6 +115,9 @@ inline PeerOptions parse_peer_options(int argc, char** argv, const char* prog, s
       } else {
         usage(std::string("--poll must be busy or block, not ") + v);
       }
+    } else if (a == "--companion") {
+      o.companion = parse_u64(a, v);
+      if (o.companion > 1024) usage("--companion: 0..1024 bytes");
     } else if (a == "--timeout") {
       char* end = nullptr;
       o.timeout_s = std::strtod(v, &end);

@@ -253,11 +253,14 @@ def _own_peer_run(what, name, build_dir, client_args, poll):
     return res
 
 
-def udp_pingpong(build_dir, size, iters, poll="busy"):
+def udp_pingpong(build_dir, size, iters, poll="busy", companion=0):
     """Raw kernel UDP ping-pong: round-trip median/p99/p99.9/min/max (us, after a warm-up), client CPU per
-    round trip, plus server_cpu_us (server CPU over warm-up and measured echoes, server_msgs of them)."""
-    return _own_peer_run(f"udp_pingpong(size={size}, poll={poll})", "softrnic_udp_peer", build_dir,
-                         ["--test", "pingpong", "--size", str(size), "--iters", str(iters)], poll)
+    round trip, plus server_cpu_us (server CPU over warm-up and measured echoes, server_msgs of them).
+    companion: each message goes with a datagram of that many bytes behind it, in one sendmmsg, and
+    each side answers once it has both (20: a RoCEv2 ping-pong whose Sends ask for their ACKs)."""
+    return _own_peer_run(f"udp_pingpong(size={size}, poll={poll}, companion={companion})", "softrnic_udp_peer",
+                         build_dir, ["--test", "pingpong", "--size", str(size), "--iters", str(iters),
+                                     "--companion", str(companion)], poll)
 
 
 def udp_stream(build_dir, size, total_bytes, poll="busy"):

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -314,25 +315,40 @@ void client_pingpong(Node& n, const Options& o) {
   std::vector<double> rtt;
   rtt.reserve(o.iters);
   double cpu0 = 0;
+  Clock::time_point start{}, prev{};
   const std::size_t total = o.iters + o.warmup;
   for (std::size_t i = 0; i < total; ++i) {
-    if (i == o.warmup) cpu0 = cpu_us();
+    if (i == o.warmup) {
+      cpu0 = cpu_us();
+      start = Clock::now();
+    }
     const auto t0 = Clock::now();
+    // perftest's loop (--wait-send) is timed as perftest times it: from one post to the next,
+    // the repost included
+    if (o.wait_send && i > o.warmup) rtt.push_back(std::chrono::duration<double, std::micro>(t0 - prev).count());
+    prev = t0;
     n.post_send(n.slot(i, o.size), i, o.signaled);
     if (o.wait_send) n.wait_dto(n.req, "ping sent");  // (its ACK: on RC, the Send completes then)
     const std::uint64_t s = n.wait_dto(n.rcv, "pong");
     const auto t1 = Clock::now();
     n.post_recv(n.slot(s, o.size), s);
+    if (o.wait_send) continue;
     if (o.signaled) n.reap(n.req, "ping sent");
     if (i >= o.warmup) rtt.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
+  if (o.wait_send) rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - prev).count());
   const double cpu = cpu_us() - cpu0;
+  // period: the loop's time per round trip, reposts and reaping included (perftest's latency
+  // figures are periods: the time from one post to the next)
+  const double period = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   const auto [mn, mx] = std::minmax_element(rtt.begin(), rtt.end());
   const double lo = *mn, hi = *mx;
+  const double mean = std::accumulate(rtt.begin(), rtt.end(), 0.0) / static_cast<double>(rtt.size());
   std::printf(
-      "{\"median_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f,\"min_us\":%.3f,\"max_us\":%.3f,\"iters\":%zu,"
-      "\"cpu_us_per_msg\":%.3f}\n",
-      pct(rtt, 0.5), pct(rtt, 0.99), pct(rtt, 0.999), lo, hi, rtt.size(), cpu / static_cast<double>(o.iters));
+      "{\"median_us\":%.3f,\"mean_us\":%.3f,\"period_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f,\"min_us\":%.3f,"
+      "\"max_us\":%.3f,\"iters\":%zu,\"cpu_us_per_msg\":%.3f}\n",
+      pct(rtt, 0.5), mean, period / static_cast<double>(o.iters), pct(rtt, 0.99), pct(rtt, 0.999), lo, hi, rtt.size(),
+      cpu / static_cast<double>(o.iters));
 }
 
 // Posts RDMA Write or Read number `i` of the stream (the target's buffer used round-robin).
@@ -453,7 +469,8 @@ int main(int argc, char** argv) {
                "post), reaped after the round trip; else suppressed");
   app.add_flag("--wait-send", o.wait_send,
                "ping-pong: each Send is signaled and each side waits for its completion (on RC its ACK) before it "
-               "looks for the reply, as perftest's ib_send_lat does");
+               "looks for the reply, as perftest's ib_send_lat does; timed as perftest times it, from one post to the "
+               "next");
   app.add_option("--poll", o.poll,
                  "busy (spin on dat_evd_dequeue), wait (dat_evd_wait) or cno (dequeue; when empty, dat_cno_wait)")
       ->check(CLI::IsMember({"busy", "wait", "cno"}));

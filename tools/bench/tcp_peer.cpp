@@ -358,5 +358,6 @@ int run_client(const Options& o) {
 
 int main(int argc, char** argv) {
   const Options o = parse_peer_options(argc, argv, "softrnic_tcp_peer", kMaxSize, kMaxSize);
+  if (o.companion) usage("--companion is a udp ping-pong option");
   return o.mode == "server" ? run_server(o) : run_client(o);
 }

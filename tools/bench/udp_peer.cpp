@@ -6,6 +6,8 @@
 // The server prints "READY <port>" once bound (--port 0: the kernel picks the port), serves one test,
 // prints {"cpu_us":..,"msgs":..} and exits. The client prints exactly one JSON line.
 // Ping-pong: size-byte datagrams echoed, round trip per iteration (steady_clock) after a warm-up.
+// --companion B: each message goes with a B-byte datagram behind it in one sendmmsg, and each side
+// answers once it has both (a RoCEv2 ping-pong whose Sends ask for their ACKs: B = 20).
 // Stream: datagrams of min(size, 65000) bytes sent with sendmmsg under a credit window the server grants
 // (sized to its receive buffer, at most 4 MiB), so the kernel does not drop; the server acks as it counts
 // and sends a final ack once all bytes arrived. MB/s = bytes / (first send .. final ack), MB = 10^6 bytes.
@@ -51,7 +53,8 @@ struct Ctl {
   std::uint32_t pad = 0;
   std::uint64_t size = 0;    // hello: datagram size
   std::uint64_t count = 0;   // hello: echoes (pingpong) or bytes (stream); ack: bytes received
-  std::uint64_t msgs = 0;    // ack: datagrams received; hello-ack: ack every this many datagrams
+  std::uint64_t msgs = 0;    // ack: datagrams received; hello-ack: ack every this many datagrams;
+                             // hello (ping-pong): the companion's size
   std::uint64_t window = 0;  // hello-ack: at most this many datagrams unacknowledged
 };
 
@@ -101,6 +104,22 @@ ssize_t recv_until(int fd, void* buf, std::size_t len, bool busy, Clock::time_po
   }
 }
 
+// A ping-pong message, and its companion (if any) behind it in the same system call.
+void send_message(int fd, const void* msg, std::size_t n, std::size_t companion) {
+  static const std::vector<unsigned char> tag(1024, 0xC0);
+  if (companion == 0) {
+    if (send(fd, msg, n, 0) != static_cast<ssize_t>(n)) fail_errno("send");
+    return;
+  }
+  iovec iov[2] = {{const_cast<void*>(msg), n}, {const_cast<unsigned char*>(tag.data()), companion}};
+  mmsghdr m[2]{};
+  for (int i = 0; i < 2; ++i) {
+    m[i].msg_hdr.msg_iov = &iov[i];
+    m[i].msg_hdr.msg_iovlen = 1;
+  }
+  if (sendmmsg(fd, m, 2, 0) != 2) fail_errno("sendmmsg");
+}
+
 void send_ctl(int fd, const Ctl& c) {
   if (send(fd, &c, sizeof c, 0) != static_cast<ssize_t>(sizeof c)) fail_errno("send control");
 }
@@ -122,6 +141,7 @@ Ctl await_hello(int fd, const Options& o, std::vector<unsigned char>& buf) {
 std::uint64_t serve_pingpong(int fd, const Options& o, const Ctl& hello, const Ctl& ack,
                              std::vector<unsigned char>& buf) {
   std::uint64_t msgs = 0;
+  int parts = 0;
   send_ctl(fd, ack);
   while (msgs < hello.count) {
     const ssize_t n = recv_until(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s));
@@ -131,7 +151,9 @@ std::uint64_t serve_pingpong(int fd, const Options& o, const Ctl& hello, const C
       if (c.type == Type::kHello) send_ctl(fd, ack);
       continue;
     }
-    if (send(fd, buf.data(), static_cast<std::size_t>(n), 0) != n) fail_errno("echo");
+    if (hello.msgs && ++parts < 2) continue;  // (the message and its companion: both, then the echo)
+    parts = 0;
+    send_message(fd, buf.data(), hello.msgs ? hello.size : static_cast<std::size_t>(n), hello.msgs);
     ++msgs;
   }
   return msgs;
@@ -250,6 +272,7 @@ Ctl handshake(int fd, const Options& o, std::uint64_t count, std::vector<unsigne
   hello.test = o.test;
   hello.size = o.size;
   hello.count = count;
+  hello.msgs = o.companion;
   const auto deadline = deadline_in(o.timeout_s);
   while (Clock::now() < deadline) {
     send_ctl(fd, hello);
@@ -280,12 +303,12 @@ int run_pingpong(int fd, const Options& o) {
   for (std::uint64_t i = 0; i < o.warmup + o.iters; ++i) {
     if (i == o.warmup) cpu0 = cpu_us();
     const auto t0 = Clock::now();
-    if (send(fd, msg.data(), msg.size(), 0) != static_cast<ssize_t>(msg.size())) fail_errno("send");
-    for (;;) {
+    send_message(fd, msg.data(), msg.size(), o.companion);
+    for (int parts = 0; parts < (o.companion ? 2 : 1);) {
       const ssize_t n = recv_until(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s));
       if (n < 0) fail("client: no echo within the timeout (datagram lost?)");
       Ctl c;
-      if (!as_ctl(buf.data(), n, c)) break;  // a late hello-ack is skipped
+      if (!as_ctl(buf.data(), n, c)) ++parts;  // a late hello-ack is skipped
     }
     const auto t1 = Clock::now();
     if (i >= o.warmup) rtt.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
