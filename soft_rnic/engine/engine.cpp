@@ -110,6 +110,10 @@ bool Engine::defers_posts() const {
   return now < until && until - now <= std::chrono::nanoseconds(kConsumerPollGrace).count();
 }
 
+void Engine::consumer_returns() {
+  raise_consumer_until(Clock::now() + kConsumerPollGrace);
+}
+
 bool Engine::consumer_polling() const {
   return ns_of(Clock::now()) < consumer_until_ns_.load(std::memory_order_relaxed);
 }

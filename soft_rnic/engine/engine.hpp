@@ -47,6 +47,9 @@ class Engine {
   std::uint64_t wakes() const { return wakes_.load(); }
   bool progress(std::chrono::microseconds drive_for);
   bool consumer_polling() const;
+  // A consumer that took completions and left some in its CQ: it polls again within
+  // kConsumerPollGrace, as one that drives does (defers_posts).
+  void consumer_returns();
   // Whether a post may wait for the next round: a consumer drives the engine (it polls, or is
   // back from a wait) and none is blocked in wait_progress, whose wait would hold the post up.
   // Call under the device lock: a wait_progress that begins later sees the post (next_wait).

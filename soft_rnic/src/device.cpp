@@ -260,7 +260,13 @@ std::size_t DeviceImpl::poll_cq(Cq* cq, std::span<Wc> out) {
     if (cq->spill.empty()) cq->spilled.store(false, std::memory_order_release);
   }
   // (A consumer that took several completions at once is likely to post several: doorbell())
-  polled_several_.store(n > 1 || !cq_empty(cq), std::memory_order_relaxed);
+  const bool several = n > 1 || !cq_empty(cq);
+  polled_several_.store(several, std::memory_order_relaxed);
+  // On MPA/TCP its requests complete inside their posts, so a consumer that takes one completion
+  // and reposts one may never find its CQ empty, never drive the engine, and so never be seen
+  // polling (Engine::defers_posts): one that left completions behind is back for them soon.
+  // (RoCEv2 and the udp wire complete on ACKs: their streams run their CQs dry and drive.)
+  if (several && ctx_.cfg.wire == Wire::tcp) engine_->consumer_returns();
   idle_posts_.store(0, std::memory_order_relaxed);
   return n;
 }

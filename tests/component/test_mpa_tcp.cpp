@@ -192,6 +192,46 @@ TEST_P(MpaPair, LargeWritesAndSendsInOrder) {
   EXPECT_GT(ca.tx_frames, static_cast<std::uint64_t>(kMsgs) * kLen / 65536);  // FPDUs of at most an MSS
 }
 
+TEST_P(MpaPair, RepostsOneByOneWithCompletionsWaitingLeaveInOneWrite) {
+  // A windowed stream whose consumer takes one completion and reposts one while more wait in
+  // its CQ (softrnic_bench's write_bw): a request completes as the socket takes it, inside its
+  // post, so each post made a write system call of its own. Its posts now wait for the
+  // doorbell the consumer rings when its CQ runs dry, and leave in one gathered write.
+  constexpr std::size_t kWindow = 16, kTotal = 2000, kSlots = 64;
+  constexpr std::uint32_t kLen = 4096;
+  b.post_recv(1, kBuf - 64, 64);
+  connect();
+  a.fill(0, kSlots * kLen, 7);
+  const std::uint64_t writes0 = a.dev->counters().tx_frames;
+  const auto post = [&](std::size_t i) {
+    const std::size_t off = (i % kSlots) * kLen;
+    a.send(i, off, kLen, SendOpcode::rdma_write, b.stag(), b.addr(off));
+  };
+  std::size_t posted = 0, done = 0;
+  for (; posted < kWindow; ++posted) ASSERT_NO_FATAL_FAILURE(post(posted));
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (done < kTotal) {
+    Wc wc;
+    if (a.dev->poll_cq(a.scq, {&wc, 1}) == 0) {
+      a.dev->progress();
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << done << " of " << kTotal << " completed";
+      continue;
+    }
+    ASSERT_EQ(wc.status, WcStatus::success);
+    ASSERT_EQ(wc.wr_id, done++);
+    if (posted < kTotal) ASSERT_NO_FATAL_FAILURE(post(posted++));
+  }
+  const std::uint64_t writes = a.dev->counters().tx_frames - writes0;
+  EXPECT_LE(writes * 4, kTotal) << writes << " write system calls for " << kTotal << " RDMA Writes";
+  // Everything arrived: the Send behind the Writes is placed after them.
+  a.buf[kBuf - 64] = 0x5A;
+  a.send(kTotal, kBuf - 64, 1);
+  Wc wc;
+  ASSERT_TRUE(poll_one(*b.dev, b.rcq, wc, 10000ms));
+  ASSERT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(std::memcmp(b.buf.data(), a.buf.data(), kSlots * kLen), 0);
+}
+
 TEST_P(MpaPair, RdmaReadBothWays) {
   connect();
   b.fill(1000, 300000, 5);
