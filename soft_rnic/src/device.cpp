@@ -17,6 +17,7 @@
 #include "roce.hpp"
 #include "rudp.hpp"
 #include "softrnic/log.hpp"
+#include "softrnic/wire/crc_paths.hpp"
 #include "user_mem.hpp"
 
 namespace softrnic {
@@ -96,9 +97,20 @@ std::unique_ptr<CompletionChannel> DeviceImpl::create_channel() {
   return std::make_unique<Channel>(*engine_);
 }
 
+namespace {
+// The CRC codes for this CPU, measured by the first device a process opens (wire/crc_paths.hpp).
+void choose_crc_paths(const std::string& who) {
+  std::string error;
+  const wire::CrcPaths p = wire::calibrate_crc_paths(error);
+  if (!error.empty()) SOFTRNIC_LOG_AT(error, who, error);
+  SOFTRNIC_LOG_AT(debug, who, wire::describe(p));
+}
+}  // namespace
+
 DeviceImpl::DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> nd)
     : ctx_(cfg, Limits{}), datagram_netdev_(std::move(nd)) {
   if (sodium_init() < 0) std::abort();  // no randomness source: nothing here can be made safe
+  choose_crc_paths(cfg.name);
   if (cfg.wire == Wire::roce) {
     // A CM REQ carries 92 bytes of private data, 36 of them rdma_cm's header.
     ctx_.limits.max_private_data = 56;
@@ -114,6 +126,7 @@ DeviceImpl::DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::Netdev> 
 DeviceImpl::DeviceImpl(const DeviceConfig& cfg, std::unique_ptr<netdev::StreamNetdev> nd)
     : ctx_(cfg, Limits{}), stream_netdev_(std::move(nd)) {
   if (sodium_init() < 0) std::abort();
+  choose_crc_paths(cfg.name);
   ctx_.cfg.wire = Wire::tcp;
   const mpa::Settings s{cfg.mpa.revision, cfg.mpa.crc, cfg.mpa.markers, cfg.mpa.peer_to_peer};
   start(std::make_unique<mpa::Mpa>(ctx_, *stream_netdev_, s), *stream_netdev_);

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 #include <isa-l/crc.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "softrnic/wire/crc32c.hpp"
+#include "softrnic/wire/crc_paths.hpp"
 #include "softrnic/wire/ddp.hpp"
+#include "softrnic/wire/roce.hpp"
 #include "softrnic/wire/udp_frame.hpp"
 
 using namespace softrnic::wire;
@@ -82,6 +85,52 @@ TEST(Crc32c, InlinePathAgreesWithIsaL) {
       ASSERT_EQ(c.value(), want) << "in two pieces, len " << len;
     }
   }
+}
+
+// The CRC codes a calibration chooses between (crc_paths.hpp) give the same CRC-32C and ICRC
+// at every size around the switches, one-shot and in pieces.
+TEST(CrcPaths, NarrowAndWideCodesAgreeAtEverySize) {
+  std::vector<std::uint8_t> d(9000);
+  std::uint32_t x = 777;
+  for (auto& b : d) b = static_cast<std::uint8_t>((x = x * 1103515245u + 12345u) >> 24);
+  const CrcPaths before = crc_paths();
+  const CrcPaths narrow = default_crc_paths(), wide{257, 257};
+  roce::IcrcAddr a;
+  a.src_ip = 0x7F000001;
+  a.dst_ip = 0x7F000002;
+  a.sport = 50000;
+  for (std::size_t len = 0; len <= d.size(); len += len < 300 || (len > 2000 && len < 2100) ? 1 : 61) {
+    const std::span<const std::uint8_t> all(d.data() + 1, len - (len > 0 ? 1 : 0));
+    const std::span<const std::uint8_t> pieces[] = {all.first(all.size() / 3), all.subspan(all.size() / 3)};
+    set_crc_paths(narrow);
+    const std::uint32_t c = crc32c(all), i = roce::icrc(a, pieces);
+    set_crc_paths(wide);
+    ASSERT_EQ(crc32c(all), c) << "CRC-32C, " << all.size() << " bytes";
+    ASSERT_EQ(roce::icrc(a, pieces), i) << "ICRC, " << all.size() << " bytes";
+  }
+  set_crc_paths(before);
+}
+
+// The calibration chooses once per process, one of the sizes it knows, and says what it chose.
+TEST(CrcPaths, CalibrationChoosesOnceAndSaysWhat) {
+  const CrcPaths before = crc_paths();
+  std::string error;
+  const CrcPaths p = calibrate_crc_paths(error);
+  if (!std::getenv("SOFTRNIC_CRC")) {
+    EXPECT_EQ(error, "");
+  }
+  for (const std::size_t from : {p.crc32c_wide_from, p.icrc_wide_from})
+    EXPECT_TRUE(from == 257 || from == 2049 || from == 8193 || from == SIZE_MAX) << from;
+  EXPECT_EQ(crc_paths().crc32c_wide_from, p.crc32c_wide_from);
+  EXPECT_EQ(crc_paths().icrc_wide_from, p.icrc_wide_from);
+  const CrcPaths again = calibrate_crc_paths(error);
+  EXPECT_EQ(again.crc32c_wide_from, p.crc32c_wide_from);
+  EXPECT_EQ(again.icrc_wide_from, p.icrc_wide_from);
+  const std::string text = describe(p);
+  EXPECT_NE(text.find("CRC-32C wide "), std::string::npos) << text;
+  EXPECT_NE(text.find("ICRC wide "), std::string::npos) << text;
+  std::printf("%s\n", text.c_str());
+  set_crc_paths(before);
 }
 
 TEST(Ddp, ReferenceCaptureCrcs) {

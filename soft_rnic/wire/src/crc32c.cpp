@@ -5,6 +5,8 @@
 #include <climits>
 #include <cstring>
 
+#include "crc_paths_internal.hpp"
+
 // ISA-L's SSE4.2 + PCLMULQDQ implementation: exported (versioned, crc32_iscsi_01_slver) but not
 // declared in its public header, which offers only the dispatcher.
 extern "C" unsigned int crc32_iscsi_01(unsigned char* buffer, int len, unsigned int init_crc);
@@ -16,14 +18,6 @@ namespace {
 // called inline, beats ISA-L's call and dispatch: a frame header or a small message costs a
 // dozen instructions instead of ~80.
 constexpr std::size_t kInlineMax = 256;
-// Up to this many, ISA-L's SSE4.2 + PCLMULQDQ code (crc32_iscsi_01); beyond, its dispatcher,
-// which picks the AVX-512 code on CPUs that have it. The AVX-512 code costs far more than its time
-// where it runs now and then (on Intel the 512-bit units power up and the core's frequency drops
-// around it: a ping-pong of 256 B to 4 KiB messages pays for it on every round trip), while frames
-// beyond 8 KiB (jumbo frames, 64 KiB datagrams) come in streams, which keep the units busy and
-// gain from them (docs/performance.md has the figures).
-constexpr std::size_t kNoAvx512Max = 8192;
-
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) std::uint32_t crc_sse42(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
   std::uint64_t c = crc;
@@ -53,7 +47,9 @@ void Crc32c::update(std::span<const std::uint8_t> data) {
     state_ = crc_sse42(state_, p, left);
     return;
   }
-  if (left <= kNoAvx512Max && kHavePclmul) {
+  // Beyond the inline sizes ISA-L's narrow code, up to the size from which its wide code is
+  // taken (crc_paths.hpp: chosen by a measurement on this CPU).
+  if (left < detail::crc32c_wide_from.load(std::memory_order_relaxed) && kHavePclmul) {
     state_ = crc32_iscsi_01(const_cast<unsigned char*>(p), static_cast<int>(left), state_);
     return;
   }

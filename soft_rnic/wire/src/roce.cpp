@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "crc_paths_internal.hpp"
 #include "softrnic/wire/be.hpp"
 
 // ISA-L's SSE + PCLMULQDQ implementation: exported (versioned, crc32_gzip_refl_by8_slver) but not
@@ -60,13 +61,13 @@ IcrcPrefix icrc_prefix(const IcrcAddr& a, std::size_t udp_payload_len) {
 const bool kHavePclmul = (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul"));
 #endif
 
-// CRC-32 (zlib's) continued over n bytes at p. A packet is at most 4 KiB and some headers: ISA-L's
-// SSE + PCLMULQDQ code, not the AVX-512 code its dispatcher picks where the CPU has it, which costs
-// more than it saves on packets sent now and then (the 512-bit units' wake-up and the core's
-// frequency drop: crc32c.cpp, docs/performance.md).
+// CRC-32 (zlib's) continued over n bytes at p: ISA-L's narrow code (SSE + PCLMULQDQ) up to the
+// size from which its wide code (its dispatcher's: AVX-512 where the CPU has it) is taken
+// (crc_paths.hpp: chosen by a measurement on this CPU; by default never, since where that code
+// slows the core it costs more than it saves on packets sent now and then).
 std::uint32_t crc_update(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
 #if defined(__x86_64__)
-  if (kHavePclmul) return crc32_gzip_refl_by8(crc, p, n);
+  if (kHavePclmul && n < detail::icrc_wide_from.load(std::memory_order_relaxed)) return crc32_gzip_refl_by8(crc, p, n);
 #endif
   return crc32_gzip_refl(crc, p, n);
 }
