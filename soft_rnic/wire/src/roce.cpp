@@ -4,6 +4,8 @@
 #include <isa-l/crc.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 
@@ -242,9 +244,25 @@ std::uint32_t icrc(const IcrcAddr& a, std::span<const std::span<const std::uint8
   std::size_t len = 0;
   for (auto piece : pieces) len += piece.size();
   const IcrcPrefix prefix = icrc_prefix(a, len + kIcrcLen);
-  std::uint32_t crc = crc_update(0, reinterpret_cast<const std::uint8_t*>(&prefix), kPrefixLen);
-  std::size_t total = 0;
-  return crc_body(crc, pieces, total);
+  // The prefix and the first piece's head (the BTH and what follows it), its byte 4 masked, in
+  // one call: each call of the CRC code costs ~10 ns however short its buffer, and a packet's
+  // headers came as four (the prefix, the BTH around byte 4, the rest) beside its payload.
+  constexpr std::size_t kHead = 64;
+  if (pieces.empty() || pieces[0].size() <= 4) {
+    std::uint32_t crc = crc_update(0, reinterpret_cast<const std::uint8_t*>(&prefix), kPrefixLen);
+    std::size_t total = 0;
+    return crc_body(crc, pieces, total);
+  }
+  std::array<std::uint8_t, kPrefixLen + kHead> head;
+  const std::size_t k = std::min(kHead, pieces[0].size());
+  std::memcpy(head.data(), &prefix, kPrefixLen);
+  std::memcpy(head.data() + kPrefixLen, pieces[0].data(), k);
+  head[kPrefixLen + 4] = 0xFF;
+  std::uint32_t crc = crc_update(0, head.data(), kPrefixLen + k);
+  if (k < pieces[0].size()) crc = crc_update(crc, pieces[0].data() + k, pieces[0].size() - k);
+  for (auto piece : pieces.subspan(1))
+    if (!piece.empty()) crc = crc_update(crc, piece.data(), piece.size());
+  return crc;
 }
 
 namespace {
