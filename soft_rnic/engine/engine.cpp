@@ -11,6 +11,10 @@ constexpr std::chrono::microseconds kConsumerPollGrace{2000};
 // A consumer that spins calls progress() every microsecond or two: it reads the clock (for the
 // timers, and to tell the progress thread to stand back) one call in this many.
 constexpr std::uint32_t kClockEvery = 8;
+// A consumer that announced a drive but made no call (that read the clock) for this long has
+// gone quiet (consumer_drives); the progress thread then looks again within kMinStep at least.
+constexpr std::chrono::microseconds kQuiet{20};
+constexpr std::chrono::microseconds kMinStep{20};
 }  // namespace
 
 void Engine::start(Pollable& p) {
@@ -33,14 +37,35 @@ std::chrono::microseconds Engine::next_wait() {
   return p_->next_wait();
 }
 
+// Whether this thread stands back for a consumer that drives: it said so (its calls announce a
+// drive until consumer_until_ns_), and it blocks in wait_progress or called progress() within
+// kQuiet. A consumer that polls its CQ and then spins on its own memory (perftest's
+// ib_write_lat waits in its buffer for the peer's Write) announces a drive too, but drives
+// nothing while it waits: standing back a whole kConsumerPollGrace for it held each of its
+// round trips ~2 ms. So the thread stands back in steps that shrink each time it finds the
+// consumer gone quiet (down to kMinStep) and grow back while it finds it driving (up to
+// kConsumerPollGrace: each wake-up of this thread preempts a consumer that spins on two cores).
+bool Engine::consumer_drives(Clock::time_point now) {
+  const auto until = Clock::time_point(std::chrono::nanoseconds(consumer_until_ns_.load(std::memory_order_relaxed)));
+  if (now >= until) return false;
+  if (driver_.load(std::memory_order_relaxed)) return true;
+  const auto called = Clock::time_point(std::chrono::nanoseconds(called_at_ns_.load(std::memory_order_relaxed)));
+  if (now - called <= kQuiet) {
+    step_ = std::min<Clock::duration>(step_ * 2, kConsumerPollGrace);
+    return true;
+  }
+  step_ = std::max<Clock::duration>(step_ / 2, kMinStep);
+  return false;
+}
+
 void Engine::run() {
   while (!stop_) {
     if (!busy_poll_) {
-      const auto until =
-          Clock::time_point(std::chrono::nanoseconds(consumer_until_ns_.load(std::memory_order_relaxed)));
       const auto now = Clock::now();
-      if (now < until) {
-        std::this_thread::sleep_for(std::min<Clock::duration>(until - now, kConsumerPollGrace));
+      if (consumer_drives(now)) {
+        const auto until =
+            Clock::time_point(std::chrono::nanoseconds(consumer_until_ns_.load(std::memory_order_relaxed)));
+        std::this_thread::sleep_for(std::min<Clock::duration>(until - now, step_));
         continue;
       }
       // The netdev holds one wake token, taken by whichever thread returns from wait_rx first.
@@ -86,6 +111,7 @@ bool Engine::progress(std::chrono::microseconds drive_for) {
   std::optional<Clock::time_point> now;
   if (progress_calls_.fetch_add(1, std::memory_order_relaxed) % kClockEvery == 0) {
     now = Clock::now();
+    called_at_ns_.store(ns_of(*now), std::memory_order_relaxed);
     raise_consumer_until(*now + drive_for);
   }
   std::unique_lock lk(mu_, std::try_to_lock);
