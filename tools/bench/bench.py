@@ -206,6 +206,9 @@ def measure_udp(m, stacks, bench, size, iters):
             m["verbs-roce ib_send_lat"] = lambda: peer_call("perftest_lat", stacks["build"], size, iters)
             m["verbs-roce ib_send_lat -R"] = lambda: peer_call("perftest_lat", stacks["build"], size, iters,
                                                                "ib_send_lat", True)
+            # a consumer that spins on its own memory for the peer's Write, not on a CQ
+            m["verbs-roce ib_write_lat"] = lambda: peer_call("perftest_lat", stacks["build"], size, iters,
+                                                             "ib_write_lat")
             if size == 64:
                 # what the kernel alone costs for ib_send_lat's datagrams: each message with a 20-byte
                 # datagram (its ACK) behind it in one sendmmsg, each side answering once it has both
