@@ -98,7 +98,9 @@ bool Engine::wait_progress(std::chrono::microseconds max, std::uint64_t wakes_se
     p_->poll(now);
     wake_if_due();
   }
-  // Back to the progress thread unless the consumer comes back soon (as after a busy poll).
+  // Back to the progress thread unless the consumer comes back soon (as after a busy poll): a
+  // consumer that waits again at once (qperf's rc_lat, in ibv_get_cq_event) is not gone quiet.
+  called_at_ns_.store(ns_of(now), std::memory_order_relaxed);
   consumer_until_ns_.store(ns_of(now + kConsumerPollGrace), std::memory_order_relaxed);
   driver_.store(false, std::memory_order_release);
   return true;
