@@ -1,5 +1,7 @@
 #include "engine.hpp"
 
+#include <algorithm>
+
 namespace softrnic::engine {
 
 namespace {
@@ -11,9 +13,9 @@ constexpr std::chrono::microseconds kConsumerPollGrace{2000};
 // A consumer that spins calls progress() every microsecond or two: it reads the clock (for the
 // timers, and to tell the progress thread to stand back) one call in this many.
 constexpr std::uint32_t kClockEvery = 8;
-// A consumer that announced a drive but made no call (that read the clock) for this long has
-// gone quiet (consumer_drives); the progress thread then looks again within kMinStep at least.
-constexpr std::chrono::microseconds kQuiet{20};
+// A consumer that made no progress() call for this long has gone quiet (consumer_quiet); the
+// progress thread stands back at least this long at once (stand_back).
+constexpr std::chrono::microseconds kQuiet{10};
 constexpr std::chrono::microseconds kMinStep{20};
 }  // namespace
 
@@ -37,20 +39,16 @@ std::chrono::microseconds Engine::next_wait() {
   return p_->next_wait();
 }
 
-// Whether this thread stands back for a consumer that drives: it said so (its calls announce a
-// drive until consumer_until_ns_), and it blocks in wait_progress or called progress() within
-// kQuiet. A consumer that polls its CQ and then spins on its own memory (perftest's
-// ib_write_lat waits in its buffer for the peer's Write) announces a drive too, but drives
-// nothing while it waits: standing back a whole kConsumerPollGrace for it held each of its
-// round trips ~2 ms. So the thread stands back in steps that shrink each time it finds the
-// consumer gone quiet (down to kMinStep) and grow back while it finds it driving (up to
-// kConsumerPollGrace: each wake-up of this thread preempts a consumer that spins on two cores).
-bool Engine::consumer_drives(Clock::time_point now) {
-  const auto until = Clock::time_point(std::chrono::nanoseconds(consumer_until_ns_.load(std::memory_order_relaxed)));
-  if (now >= until) return false;
-  if (driver_.load(std::memory_order_relaxed)) return true;
-  const auto called = Clock::time_point(std::chrono::nanoseconds(called_at_ns_.load(std::memory_order_relaxed)));
-  if (now - called <= kQuiet) {
+// Stands back for a consumer that announced a drive (`left` of it remains), for a step; true
+// while the consumer still drives then. A consumer that polls its CQ and then spins on its own
+// memory (perftest's ib_write_lat waits in its buffer for the peer's Write) announces a drive
+// too, but drives nothing while it waits: standing back all of kConsumerPollGrace held each of
+// its round trips ~2 ms. So the step shrinks (to kMinStep) each time the thread finds the
+// consumer gone quiet, which it then serves, and grows back (to kConsumerPollGrace) while it
+// finds it driving: each wake-up of this thread preempts a consumer that spins on two cores.
+bool Engine::stand_back(Clock::duration left) {
+  std::this_thread::sleep_for(std::min(left, step_));
+  if (driver_.load(std::memory_order_relaxed) || !consumer_quiet()) {
     step_ = std::min<Clock::duration>(step_ * 2, kConsumerPollGrace);
     return true;
   }
@@ -58,16 +56,23 @@ bool Engine::consumer_drives(Clock::time_point now) {
   return false;
 }
 
+// Whether the consumer made no progress() call in the next kQuiet (and does not block in
+// wait_progress). Counting calls costs the consumer nothing; reading the clock on each would.
+bool Engine::consumer_quiet() {
+  const std::uint32_t calls = progress_calls_.load(std::memory_order_relaxed);
+  std::this_thread::sleep_for(kQuiet);
+  return progress_calls_.load(std::memory_order_relaxed) == calls && !driver_.load(std::memory_order_relaxed);
+}
+
 void Engine::run() {
   while (!stop_) {
     if (!busy_poll_) {
+      const auto until =
+          Clock::time_point(std::chrono::nanoseconds(consumer_until_ns_.load(std::memory_order_relaxed)));
       const auto now = Clock::now();
-      if (consumer_drives(now)) {
-        const auto until =
-            Clock::time_point(std::chrono::nanoseconds(consumer_until_ns_.load(std::memory_order_relaxed)));
-        std::this_thread::sleep_for(std::min<Clock::duration>(until - now, step_));
-        continue;
-      }
+      // (Work due now, as an ACK held for a round, is done first: a consumer that spins on its
+      // own memory runs no round that would send it.)
+      if (now < until && next_wait().count() > 0 && stand_back(until - now)) continue;
       // The netdev holds one wake token, taken by whichever thread returns from wait_rx first.
       // A consumer may have become the driver while this thread was already blocked here: what
       // woke this thread may have been a wake() meant for that consumer (its event came from
@@ -98,9 +103,7 @@ bool Engine::wait_progress(std::chrono::microseconds max, std::uint64_t wakes_se
     p_->poll(now);
     wake_if_due();
   }
-  // Back to the progress thread unless the consumer comes back soon (as after a busy poll): a
-  // consumer that waits again at once (qperf's rc_lat, in ibv_get_cq_event) is not gone quiet.
-  called_at_ns_.store(ns_of(now), std::memory_order_relaxed);
+  // Back to the progress thread unless the consumer comes back soon (as after a busy poll).
   consumer_until_ns_.store(ns_of(now + kConsumerPollGrace), std::memory_order_relaxed);
   driver_.store(false, std::memory_order_release);
   return true;
@@ -113,7 +116,6 @@ bool Engine::progress(std::chrono::microseconds drive_for) {
   std::optional<Clock::time_point> now;
   if (progress_calls_.fetch_add(1, std::memory_order_relaxed) % kClockEvery == 0) {
     now = Clock::now();
-    called_at_ns_.store(ns_of(*now), std::memory_order_relaxed);
     raise_consumer_until(*now + drive_for);
   }
   std::unique_lock lk(mu_, std::try_to_lock);

@@ -76,15 +76,14 @@ class Engine {
   Pollable* p_ = nullptr;
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  std::atomic<std::uint64_t> wakes_{0};             // wake() calls: a driver sees one whose netdev token it missed
-  std::atomic<bool> thread_waits_{false};           // the progress thread is in wait_rx (or about to be)
-  std::atomic<bool> driver_{false};                 // a consumer drives the engine in wait_progress
-  std::atomic<std::int64_t> consumer_until_ns_{0};  // a consumer drives the engine until then (steady clock, ns)
-  std::atomic<std::uint32_t> progress_calls_{0};    // progress(): the clock is read every kClockEvery calls
-  std::atomic<std::int64_t> called_at_ns_{0};       // a progress() call read the clock then (steady clock, ns)
-  // The progress thread's own: how long it stands back at once (consumer_drives).
-  Clock::duration step_ = std::chrono::milliseconds(2);  // (kConsumerPollGrace)
-  bool consumer_drives(Clock::time_point now);
+  std::atomic<std::uint64_t> wakes_{0};                  // wake() calls: a driver sees one whose netdev token it missed
+  std::atomic<bool> thread_waits_{false};                // the progress thread is in wait_rx (or about to be)
+  std::atomic<bool> driver_{false};                      // a consumer drives the engine in wait_progress
+  std::atomic<std::int64_t> consumer_until_ns_{0};       // a consumer drives the engine until then (steady clock, ns)
+  std::atomic<std::uint32_t> progress_calls_{0};         // progress(): the clock is read every kClockEvery calls
+  Clock::duration step_ = std::chrono::milliseconds(2);  // the progress thread's: stand_back
+  bool stand_back(Clock::duration left);
+  bool consumer_quiet();
 };
 
 }  // namespace softrnic::engine
