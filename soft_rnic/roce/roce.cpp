@@ -90,6 +90,8 @@ void Roce::forget(Qp& qp) {
   send_owed_ack(qp);
   std::erase(ack_list_, &qp);
   s.ack_listed = false;
+  std::erase(ack_riders_, &qp);
+  s.ack_riding = false;
 }
 
 void Roce::flush(Qp& qp) {
@@ -330,17 +332,32 @@ bool Roce::send_packet(Qp& qp, const w::Packet& p, const SglRef& sgl, std::uint6
                                        sport,     &w::icrc_ip_id_effect};
   qp.ctr.tx_frames++;
   RoceQp& s = st(qp);
-  if (s.ack_pending && p.opcode != w::Opcode::ack) {
-    // An ACK this QP owes leaves behind this packet, in the same system call (flush_acks).
-    s.ack_pending = false;
-    s.ack_waited = 0;
-    send_ack(qp, w::kAethAck | w::kAethNoCredit, s.ack_psn);
+  if (s.ack_pending && p.opcode != w::Opcode::ack && !s.ack_riding) {
+    // An ACK this QP owes leaves behind its packets, in the same system call (flush_acks), at
+    // the end of the batch: a peer that waits for it (its Send's completion) and then spins on
+    // its own memory for our RDMA Write (perftest's ib_write_lat) has all of the Write by then.
+    s.ack_riding = true;
+    ack_riders_.push_back(&qp);
   }
   if (tx_hold_ == 0) flush_tx();
   return true;
 }
 
+void Roce::ride_acks() {
+  riders_.swap(ack_riders_);  // (send_ack may flush a full batch: flush_tx again, with none)
+  for (Qp* qp : riders_) {
+    RoceQp& s = st(*qp);
+    s.ack_riding = false;
+    if (!s.ack_pending) continue;  // (a NAK or a flush took it)
+    s.ack_pending = false;
+    s.ack_waited = 0;
+    send_ack(*qp, w::kAethAck | w::kAethNoCredit, s.ack_psn);
+  }
+  riders_.clear();
+}
+
 void Roce::flush_tx() {
+  if (!ack_riders_.empty()) ride_acks();
   // A frame the netdev cannot take now (its socket is full) is lost as a drop on the wire would
   // be (the requester's ACK timeout and the peer's sequence checks recover it), but only that
   // frame: the rest of the batch, other QPs' frames and ACKs among them, still goes.

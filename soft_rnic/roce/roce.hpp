@@ -148,6 +148,7 @@ struct RoceQp final : TransportQp {
   std::uint8_t ack_waited = 0;
   Clock::time_point ack_owed_at{};
   bool ack_listed = false;  // on ack_list_
+  bool ack_riding = false;  // on ack_riders_: the owed ACK leaves behind this batch's packets
   Pos ack_psn = 0;
 
   // IB CM.
@@ -276,6 +277,7 @@ class Roce final : public Transport, public engine::Pollable {
   using TxHold = engine::TxHold<Roce>;
   friend TxHold;
   void flush_tx();
+  void ride_acks();  // the ACKs owed by QPs that sent in this batch, behind their packets
 
   // roce.cpp
   void handle_packet(NetAddr from, std::span<const std::uint8_t> d);
@@ -421,6 +423,7 @@ class Roce final : public Transport, public engine::Pollable {
   std::uint16_t gsi_sport_ = 0;  // QP1's UDP source port
   Clock::time_point last_sweep_{};
   std::vector<Qp*> ack_list_;
+  std::vector<Qp*> ack_riders_, riders_;  // QPs whose owed ACK goes at the end of the batch (flush_tx)
   std::vector<std::uint8_t> rx_bufs_;
   std::vector<netdev::RxFrame> rx_frames_;
   // The transmit batch (TxHold): each packet's headers, ICRC and (from more than one SGE) its
