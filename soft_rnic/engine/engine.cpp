@@ -103,7 +103,11 @@ bool Engine::wait_progress(std::chrono::microseconds max, std::uint64_t wakes_se
     p_->poll(now);
     wake_if_due();
   }
-  // Back to the progress thread unless the consumer comes back soon (as after a busy poll).
+  // Back to the progress thread unless the consumer comes back soon (as after a busy poll). It
+  // counts as a call (consumer_quiet): a consumer that waits again at once (qperf's rc_lat, in
+  // ibv_get_cq_event) is not gone quiet, and a thread blocked in the netdev beside it would take
+  // its frames and hand the event over through the pipe.
+  progress_calls_.fetch_add(1, std::memory_order_relaxed);
   consumer_until_ns_.store(ns_of(now + kConsumerPollGrace), std::memory_order_relaxed);
   driver_.store(false, std::memory_order_release);
   return true;
