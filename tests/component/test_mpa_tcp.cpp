@@ -219,7 +219,9 @@ TEST_P(MpaPair, RepostsOneByOneWithCompletionsWaitingLeaveInOneWrite) {
     }
     ASSERT_EQ(wc.status, WcStatus::success);
     ASSERT_EQ(wc.wr_id, done++);
-    if (posted < kTotal) ASSERT_NO_FATAL_FAILURE(post(posted++));
+    if (posted < kTotal) {
+      ASSERT_NO_FATAL_FAILURE(post(posted++));
+    }
   }
   const std::uint64_t writes = a.dev->counters().tx_frames - writes0;
   EXPECT_LE(writes * 4, kTotal) << writes << " write system calls for " << kTotal << " RDMA Writes";
