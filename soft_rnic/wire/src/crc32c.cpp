@@ -7,10 +7,6 @@
 
 #include "crc_paths_internal.hpp"
 
-// ISA-L's SSE4.2 + PCLMULQDQ implementation: exported (versioned, crc32_iscsi_01_slver) but not
-// declared in its public header, which offers only the dispatcher.
-extern "C" unsigned int crc32_iscsi_01(unsigned char* buffer, int len, unsigned int init_crc);
-
 namespace softrnic::wire {
 namespace {
 
@@ -32,7 +28,6 @@ __attribute__((target("sse4.2"))) std::uint32_t crc_sse42(std::uint32_t crc, con
 }
 // (__builtin_cpu_init first: this may run among other static initialisers, before libgcc has)
 const bool kHaveSse42 = (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2"));
-const bool kHavePclmul = kHaveSse42 && __builtin_cpu_supports("pclmul");
 #endif
 
 }  // namespace
@@ -49,7 +44,7 @@ void Crc32c::update(std::span<const std::uint8_t> data) {
   }
   // Beyond the inline sizes ISA-L's narrow code, up to the size from which its wide code is
   // taken (crc_paths.hpp: chosen by a measurement on this CPU).
-  if (left < detail::crc32c_wide_from.load(std::memory_order_relaxed) && kHavePclmul) {
+  if (left < detail::crc32c_wide_from.load(std::memory_order_relaxed) && detail::have_pclmul) {
     state_ = crc32_iscsi_01(const_cast<unsigned char*>(p), static_cast<int>(left), state_);
     return;
   }

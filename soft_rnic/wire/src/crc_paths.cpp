@@ -13,11 +13,6 @@
 
 #include "crc_paths_internal.hpp"
 
-// ISA-L's narrow codes: exported (versioned) but not declared in its public header, which offers
-// only the dispatchers.
-extern "C" unsigned int crc32_iscsi_01(unsigned char* buffer, int len, unsigned int init_crc);
-extern "C" std::uint32_t crc32_gzip_refl_by8(std::uint32_t init_crc, const unsigned char* buf, std::uint64_t len);
-
 namespace softrnic::wire {
 
 namespace {
@@ -27,6 +22,13 @@ constexpr std::size_t kWideFromAll = 257;         // (CRC-32C up to 256 bytes is
 }  // namespace
 
 namespace detail {
+#if defined(__x86_64__)
+// (__builtin_cpu_init first: this may run among other static initialisers, before libgcc has)
+extern const bool have_pclmul =
+    (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul"));
+#else
+extern const bool have_pclmul = false;
+#endif
 std::atomic<std::size_t> crc32c_wide_from{kCrc32cStreamsFrom};
 std::atomic<std::size_t> icrc_wide_from{kNever};
 }  // namespace detail
@@ -42,8 +44,12 @@ std::uint32_t narrow_c(const unsigned char* p, std::size_t n, std::uint32_t c) {
 std::uint32_t wide_c(const unsigned char* p, std::size_t n, std::uint32_t c) {
   return crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(n), c);
 }
-std::uint32_t narrow_g(const unsigned char* p, std::size_t n, std::uint32_t c) { return crc32_gzip_refl_by8(c, p, n); }
-std::uint32_t wide_g(const unsigned char* p, std::size_t n, std::uint32_t c) { return crc32_gzip_refl(c, p, n); }
+std::uint32_t narrow_g(const unsigned char* p, std::size_t n, std::uint32_t c) {
+  return crc32_gzip_refl_by8(c, p, n);
+}
+std::uint32_t wide_g(const unsigned char* p, std::size_t n, std::uint32_t c) {
+  return crc32_gzip_refl(c, p, n);
+}
 
 volatile std::uint64_t g_sink;  // (keeps the measured work from being optimised away)
 
@@ -56,7 +62,9 @@ std::uint64_t scalar_work(std::uint64_t x) {
   return x;
 }
 
-double ns(Clock::duration d) { return std::chrono::duration<double, std::nano>(d).count(); }
+double ns(Clock::duration d) {
+  return std::chrono::duration<double, std::nano>(d).count();
+}
 
 // The time the scalar work takes in rounds of (work, one CRC by f): a CPU whose wide code
 // lowers the core's clock shows it here, in the work beside the CRC, not in the CRC's own time.
@@ -106,8 +114,7 @@ std::size_t wide_from(Fn narrow, Fn wide, const std::vector<unsigned char>& buf,
 CrcPaths measure() {
   CrcPaths p = default_crc_paths();
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("sse4.2") || !__builtin_cpu_supports("pclmul")) return p;  // no narrow code to choose
+  if (!detail::have_pclmul) return p;  // no narrow code to choose
   const std::vector<unsigned char> buf(4096, 0x5A);
   p.measured = true;
   p.wide_slows_core = wide_slows_core(buf);
@@ -125,7 +132,9 @@ std::string size_text(std::size_t n) {
 
 }  // namespace
 
-CrcPaths default_crc_paths() noexcept { return CrcPaths{kCrc32cStreamsFrom, kNever}; }
+CrcPaths default_crc_paths() noexcept {
+  return CrcPaths{kCrc32cStreamsFrom, kNever};
+}
 
 CrcPaths crc_paths() noexcept {
   return CrcPaths{detail::crc32c_wide_from.load(std::memory_order_relaxed),

@@ -12,10 +12,6 @@
 #include "crc_paths_internal.hpp"
 #include "softrnic/wire/be.hpp"
 
-// ISA-L's SSE + PCLMULQDQ implementation: exported (versioned, crc32_gzip_refl_by8_slver) but not
-// declared in its public header, which offers only the dispatcher.
-extern "C" std::uint32_t crc32_gzip_refl_by8(std::uint32_t init_crc, const unsigned char* buf, std::uint64_t len);
-
 namespace softrnic::wire::roce {
 
 namespace {
@@ -59,17 +55,14 @@ IcrcPrefix icrc_prefix(const IcrcAddr& a, std::size_t udp_payload_len) {
   return h;
 }
 
-#if defined(__x86_64__)
-const bool kHavePclmul = (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul"));
-#endif
-
 // CRC-32 (zlib's) continued over n bytes at p: ISA-L's narrow code (SSE + PCLMULQDQ) up to the
 // size from which its wide code (its dispatcher's: AVX-512 where the CPU has it) is taken
 // (crc_paths.hpp: chosen by a measurement on this CPU; by default never, since where that code
 // slows the core it costs more than it saves on packets sent now and then).
 std::uint32_t crc_update(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
 #if defined(__x86_64__)
-  if (kHavePclmul && n < detail::icrc_wide_from.load(std::memory_order_relaxed)) return crc32_gzip_refl_by8(crc, p, n);
+  if (detail::have_pclmul && n < detail::icrc_wide_from.load(std::memory_order_relaxed))
+    return crc32_gzip_refl_by8(crc, p, n);
 #endif
   return crc32_gzip_refl(crc, p, n);
 }

@@ -25,8 +25,8 @@ struct CrcPaths {
   bool wide_slows_core = false;  // what it found: work beside the wide code ran slower
 };
 
-// The defaults, before a calibration or where the CPU has no choice: CRC-32C wide from 8 KiB
-// and 1 byte (jumbo frames and 64 KiB datagrams come in streams, which keep the wide units busy
+// The defaults, before a calibration or where the CPU has no choice: CRC-32C wide beyond 8 KiB
+// (jumbo frames and 64 KiB datagrams come in streams, which keep the wide units busy
 // and gain from them), the ICRC never wide (a RoCEv2 packet carries at most 4 KiB).
 CrcPaths default_crc_paths() noexcept;
 // The paths in force (its measured fields are not kept: calibrate_crc_paths returns them).
