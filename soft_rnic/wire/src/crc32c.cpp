@@ -55,6 +55,7 @@ void Crc32c::update(std::span<const std::uint8_t> data) {
     p += chunk;
     left -= static_cast<std::size_t>(chunk);
   }
+  detail::after_wide_code();
 }
 
 std::uint32_t crc32c(std::span<const std::uint8_t> data) {
