@@ -318,6 +318,8 @@ ItemResult parse_common_item(std::string_view key, std::string_view val, NetdevC
     ok = parse_uint<std::size_t>(val, 256, 65507, cfg.max_datagram);
   } else if (key == "udp_gso") {
     ok = parse_bool(val, cfg.udp_gso);
+  } else if (key == "udp_gso_pairs") {
+    ok = parse_bool(val, cfg.udp_gso_pairs);
   } else if (key == "pcap") {
     if (!pcap_path_ok(std::string(val), error)) return ItemResult::bad;
     cfg.pcap = std::string(val);

@@ -155,6 +155,7 @@ class UdpNetdev final : public Netdev {
     // whole (else the kernel cuts it up on arrival, one datagram per skb again). Turned on while
     // datagrams come in bursts (set_gro).
     gro_ = gso_;
+    gso_pairs_ = gso_ && cfg.udp_gso_pairs && cfg.dont_fragment;
     if (gro_) {
       gro_buf_.resize(kGroBufs * kGroBufSize);
       for (std::size_t i = 0; i < kGroBufs; ++i) {
@@ -177,6 +178,10 @@ class UdpNetdev final : public Netdev {
       // do; but Linux refuses GSO on such a socket, and a GSO send carries a 64 KiB Write's 16
       // packets in one trip through the kernel instead of 16 (udp_gso=0 for checksum 0).
       if (!gso_) ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
+    }
+    if (gso_pairs_) {
+      set_gro(true);  // (for good: pairs arrive coalesced)
+      gso_pairs_ = gro_on_;
     }
     socket_buffer_ = want;
     poll_fds_.assign({fd});
@@ -351,7 +356,7 @@ class UdpNetdev final : public Netdev {
   // then arrive whole); off while they come one at a time (a ping-pong: a read with ancillary
   // data costs ~0.15 us more than recvfrom).
   void set_gro(bool on) {
-    if (!gro_ || gro_on_ == on) return;
+    if (!gro_ || gro_on_ == on || (!on && gso_pairs_)) return;
     const int v = on ? 1 : 0;
     if (::setsockopt(socket_.native_handle(), IPPROTO_UDP, UDP_GRO, &v, sizeof v) != 0) {
       if (on) gro_ = false;  // the kernel has no UDP_GRO: receive() as before (nothing was coalesced)
@@ -410,7 +415,7 @@ class UdpNetdev final : public Netdev {
     // Equal-sized frames (the last may be shorter) as one UDP GSO send: the kernel's stack is
     // walked once for the run, and on loopback it arrives as one packet. Else sendmmsg up to
     // where such a run begins (it goes as GSO next time round).
-    r.gso = gso_run(f.first(r.n));
+    r.gso = gso_run(f.first(r.n), gso_pairs_);
     if (r.gso == 0) {
       std::size_t j = 1;
       while (j + 1 < r.n && f[j].size() != f[j + 1].size()) ++j;
@@ -428,7 +433,7 @@ class UdpNetdev final : public Netdev {
 
   // How many of `f` (at least 2, else 0) one GSO send can carry: equal sizes, the last may be
   // shorter, at most kMaxGsoSegments and kMaxGsoBytes in all.
-  static std::size_t gso_run(std::span<const TxFrame> f) {
+  static std::size_t gso_run(std::span<const TxFrame> f, bool pairs) {
     if (f.size() < 2) return 0;
     const std::size_t seg = f[0].size();
     std::size_t k = 0, total = 0;
@@ -439,9 +444,10 @@ class UdpNetdev final : public Netdev {
       ++k;
       if (sz < seg) break;  // a shorter one ends the run
     }
-    // Two full segments at least: a datagram and a shorter one behind it (a reply and its ACK)
-    // go faster by sendmmsg, the receiver's kernel need not cut them apart.
-    return k >= 2 && f[1].size() == seg ? k : 0;
+    // Two full segments at least, unless pairs go as one too (udp_gso_pairs: the receiver reads
+    // them whole). Else a datagram and a shorter one behind it (a reply and its ACK) go faster by
+    // sendmmsg: the receiver's kernel need not cut them apart.
+    return k >= 2 && (f[1].size() == seg || pairs) ? k : 0;
   }
 
   // One sendmsg with a UDP_SEGMENT of the first frame's size, on `fd` if given, else the peer's
@@ -780,9 +786,10 @@ class UdpNetdev final : public Netdev {
   std::array<std::array<std::uint8_t, 4>, kMaxGsoSegments> gso_patch_{};  // sealed frames' corrected ends (send_gso)
   bool gro_ = false;                                                      // UDP_GRO may be used (set_gro)
   bool gro_on_ = false;                                                   // it is set on the sockets now
-  bool main_ancillary_ = false;                       // reads of the main socket go through receive_gro
-  std::uint32_t single_streak_ = 0;                   // lone datagrams in a row (receive_gro)
-  std::uint32_t burst_run_ = 0;                       // datagrams back to back (receive)
+  bool gso_pairs_ = false;           // a datagram and a shorter one go as one GSO send, GRO stays on (udp_gso_pairs)
+  bool main_ancillary_ = false;      // reads of the main socket go through receive_gro
+  std::uint32_t single_streak_ = 0;  // lone datagrams in a row (receive_gro)
+  std::uint32_t burst_run_ = 0;      // datagrams back to back (receive)
   static constexpr std::uint32_t kGroOnBurst = 4;     // this many back to back turn GRO on
   static constexpr std::uint32_t kGroOffStreak = 64;  // this many lone datagrams in a row turn it off
   static constexpr std::size_t kGroBufs = 8, kGroBufSize = 65536;

@@ -15,9 +15,10 @@ TEST(IaParams, DefaultsAndOverrides) {
   EXPECT_EQ(c.netdev.port, 5041);
   ASSERT_TRUE(
       params::parse_ia_params("netdev=loopback ip=10.1.2.3,port=6000 port_fixed=1 max_datagram=1472 "
-                              "busy_poll=yes min_rto_us=500 retry_limit=3 connect_timeout_ms=250",
+                              "busy_poll=yes min_rto_us=500 retry_limit=3 connect_timeout_ms=250 udp_gso_pairs=0",
                               c, e))
       << e;
+  EXPECT_FALSE(c.netdev.udp_gso_pairs);
   EXPECT_EQ(c.netdev.kind, "loopback");
   EXPECT_EQ(c.netdev.ip, "10.1.2.3");
   EXPECT_EQ(c.netdev.port, 6000);

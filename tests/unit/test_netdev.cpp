@@ -657,3 +657,55 @@ TEST(UdpNetdev, ARunOfEqualDatagramsIsOneGsoSend) {
     EXPECT_EQ(b->stats().rx_coalesced, gso ? kN + 1 : 0u) << "GRO was off: the run came datagram by datagram";
   }
 }
+
+// A RoCEv2 device's netdev (dont_fragment, udp_gso_pairs): a datagram with a shorter one behind it
+// (a reply with the ACK riding behind it) leaves as one GSO send, and the receiver, whose UDP_GRO
+// stays on, reads the pair in one receive, both whole and in order, the second with IP ID 1
+// (sealed). It stays on after many lone datagrams. udp_gso_pairs=0: the pair goes by sendmmsg, and
+// the receiver turns GRO off again after 64 lone datagrams, as without dont_fragment.
+TEST(UdpNetdev, AReplyAndItsAckGoAsOneGsoSendAndAreReadTogether) {
+  const IpIdSeal seal = [](std::size_t size, std::uint16_t id) {
+    return id ? static_cast<std::uint32_t>(size) * 0x10001u ^ id * 0x9E3779B9u : 0u;
+  };
+  for (const bool pairs : {true, false}) {
+    NetdevConfig c;
+    c.kind = "udp";
+    c.port = 7500;
+    c.dont_fragment = true;
+    c.udp_gso_pairs = pairs;
+    std::unique_ptr<Netdev> a, b;
+    ASSERT_NO_FATAL_FAILURE(open_pair(c, a, b));
+    const std::vector<std::uint8_t> reply(100, 0x11), ack(16, 0x22);
+    const std::array<std::uint8_t, 4> tail{1, 2, 3, 4};
+    const std::vector<TxFrame> frames{TxFrame{b->local_addr(), reply, {}, tail, 0, seal},
+                                      TxFrame{b->local_addr(), ack, {}, tail, 0, seal}};
+    const auto send_pair = [&](int round) {
+      ASSERT_EQ(a->tx_burst(frames), 2u);
+      std::vector<std::vector<std::uint8_t>> got;
+      NetAddr from;
+      while (got.size() < 2) ASSERT_GE(recv_some(*b, got, from), 1u) << "round " << round;
+      ASSERT_EQ(got.size(), 2u);
+      std::vector<std::uint8_t> want_reply(reply), want_ack(ack);
+      want_reply.insert(want_reply.end(), tail.begin(), tail.end());
+      want_ack.insert(want_ack.end(), tail.begin(), tail.end());
+      const std::uint32_t fix = pairs ? seal(want_ack.size(), 1) : 0;
+      for (std::size_t k = 0; k < 4; ++k)
+        want_ack[want_ack.size() - 4 + k] ^= static_cast<std::uint8_t>(fix >> (8 * k));
+      EXPECT_EQ(got[0], want_reply) << "round " << round << " pairs=" << pairs;
+      EXPECT_EQ(got[1], want_ack) << "round " << round << " pairs=" << pairs;
+    };
+    send_pair(1);
+    EXPECT_EQ(a->stats().tx_gso_sends, pairs ? 1u : 0u);
+    EXPECT_EQ(b->stats().rx_coalesced, pairs ? 2u : 0u) << "one receive took both";
+    for (int i = 0; i < 70; ++i) {  // lone datagrams, one at a time
+      const TxFrame lone{b->local_addr(), reply, {}, {}};
+      ASSERT_EQ(a->tx_burst({&lone, 1}), 1u);
+      std::vector<std::vector<std::uint8_t>> got;
+      NetAddr from;
+      ASSERT_EQ(recv_some(*b, got, from), 1u);
+    }
+    send_pair(2);
+    EXPECT_EQ(a->stats().tx_gso_sends, pairs ? 2u : 0u);
+    EXPECT_EQ(b->stats().rx_coalesced, pairs ? 4u : 0u) << "GRO stayed on";
+  }
+}

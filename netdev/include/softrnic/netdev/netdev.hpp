@@ -332,6 +332,12 @@ struct NetdevConfig {
   // RoCEv2 needs it: its ICRC covers the IP ID, which Linux then sets to 0 for a datagram sent
   // alone and to 0, 1, 2, ... for the datagrams of one GSO send (TxFrame::seal).
   bool dont_fragment = false;
+  // udp, with udp_gso and dont_fragment (a RoCEv2 device): a datagram with a shorter one behind it
+  // (a reply and the ACK riding behind it) leaves as one GSO send too, and UDP_GRO stays on, so
+  // that such a pair arrives and is read whole. A receiver that reads without UDP_GRO makes its
+  // kernel cut the pair apart, which costs more than a sendmmsg of the two: this is for peers that
+  // do the same (softrnic's RoCEv2 devices; the kernel cuts GSO sends on their way to a NIC).
+  bool udp_gso_pairs = true;
   ImpairPlan impair;  // applied on send when active()
   std::string pcap;   // a pcap tap writes every datagram sent and received here
   DpdkConfig dpdk;    // netdev=dpdk only
@@ -340,7 +346,8 @@ struct NetdevConfig {
 // Applies one `key=value` item of a netdev configuration string (the DAT provider's ia_params
 // and SOFTRNIC_NETDEV share it). Values cannot hold ',' or blanks: in dpdk_vdev and dpdk_pci a
 // ';' stands for ','; dpdk_eal holds EAL arguments separated by ';'.
-//   netdev=udp|loopback|dpdk  ip=A.B.C.D  port=N  port_fixed=0|1  max_datagram=N  udp_gso=0|1  pcap=FILE
+//   netdev=udp|loopback|dpdk  ip=A.B.C.D  port=N  port_fixed=0|1  max_datagram=N  udp_gso=0|1  udp_gso_pairs=0|1
+//   pcap=FILE
 //   dpdk_vdev=DEVARGS  dpdk_pci=DEVARGS  dpdk_port=N  dpdk_eal=ARG;ARG  dpdk_lcore=N
 //   dpdk_prefix=NAME  dpdk_mem=MB  dpdk_huge=0|1  dpdk_rxd=N  dpdk_txd=N  dpdk_link_timeout_ms=N
 //   dpdk_udp_csum=0|1  dpdk_tx_udp_csum=auto|sw|0  mac=XX:XX:XX:XX:XX:XX  mtu=N  neigh=IPv4@MAC[;IPv4@MAC...]
