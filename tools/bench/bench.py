@@ -214,6 +214,10 @@ def measure_udp(m, stacks, bench, size, iters):
                 # datagram (its ACK) behind it in one sendmmsg, each side answering once it has both
                 m["kernel-udp (+20 B ACK)"] = lambda: peer_call("udp_pingpong", stacks["build"], size, iters, "busy",
                                                                 20)
+                # the same pair as one GSO send, read whole with UDP_GRO: how softrnic's RoCEv2 sends
+                # and reads it (udp_gso_pairs)
+                m["kernel-udp (+20 B ACK, GSO)"] = lambda: peer_call("udp_pingpong", stacks["build"], size, iters,
+                                                                     "busy", 20, True)
         if stacks.get("roce_memif") and size <= 8000:
             m["softrnic-roce-memif"] = lambda: stacks["roce_memif"].run("pingpong", size, iters)
         if stacks.get("memif") and size <= 8000:
@@ -300,7 +304,7 @@ def reference(stack):
     the MPA/TCP rows (softrnic-tcp, kernel-tcp) against softrnic over MPA/TCP, the blocking rows against
     softrnic's blocking (dat_evd_wait) row of that wire, the rest against softrnic-udp; the event-driven
     (cno) and signaled rows have no peer of their kind and no ratio."""
-    if stack == "kernel-udp (+20 B ACK)":
+    if stack.startswith("kernel-udp (+20 B ACK"):
         return "verbs-roce ib_send_lat"  # the kernel's floor for perftest's datagrams
     if stack.startswith("verbs-roce ib_send_lat"):
         return "softrnic-roce (wait-send)"  # the verbs door against DAT doing the same: what the door costs

@@ -36,6 +36,9 @@ struct PeerOptions {
   // it in the same sendmmsg, and a side replies once it has both (the pattern of a RoCEv2
   // ping-pong whose Sends ask for their ACK: 20 bytes). 0: none.
   std::size_t companion = 0;
+  // ... and the two leave as one UDP GSO send, each side reading with UDP_GRO on, so that they
+  // arrive and are read whole (what softrnic's RoCEv2 devices do: udp_gso_pairs).
+  bool companion_gso = false;
 };
 
 inline const char*& program_name() {
@@ -50,6 +53,7 @@ inline const char*& program_name() {
                "usage: %s server --port P [--poll busy|block] [--timeout S]\n"
                "       %s client --port P --test pingpong --size N --iters N [--warmup N]\n"
                "                                [--poll busy|block] [--timeout S] [--companion BYTES]\n"
+               "                                [--companion-gso 0|1]\n"
                "       %s client --port P --test stream --size N --bytes N [--poll busy|block]\n",
                p, why.c_str(), p, p, p);
   std::exit(2);
@@ -115,6 +119,10 @@ inline PeerOptions parse_peer_options(int argc, char** argv, const char* prog, s
       } else {
         usage(std::string("--poll must be busy or block, not ") + v);
       }
+    } else if (a == "--companion-gso") {
+      const auto g = parse_u64(a, v);
+      if (g > 1) usage("--companion-gso: 0 or 1");
+      o.companion_gso = g == 1;
     } else if (a == "--companion") {
       o.companion = parse_u64(a, v);
       if (o.companion > 1024) usage("--companion: 0..1024 bytes");

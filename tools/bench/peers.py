@@ -253,14 +253,16 @@ def _own_peer_run(what, name, build_dir, client_args, poll):
     return res
 
 
-def udp_pingpong(build_dir, size, iters, poll="busy", companion=0):
+def udp_pingpong(build_dir, size, iters, poll="busy", companion=0, companion_gso=False):
     """Raw kernel UDP ping-pong: round-trip median/p99/p99.9/min/max (us, after a warm-up), client CPU per
     round trip, plus server_cpu_us (server CPU over warm-up and measured echoes, server_msgs of them).
     companion: each message goes with a datagram of that many bytes behind it, in one sendmmsg, and
-    each side answers once it has both (20: a RoCEv2 ping-pong whose Sends ask for their ACKs)."""
-    return _own_peer_run(f"udp_pingpong(size={size}, poll={poll}, companion={companion})", "softrnic_udp_peer",
-                         build_dir, ["--test", "pingpong", "--size", str(size), "--iters", str(iters),
-                                     "--companion", str(companion)], poll)
+    each side answers once it has both (20: a RoCEv2 ping-pong whose Sends ask for their ACKs);
+    companion_gso: the two as one UDP GSO send, read whole with UDP_GRO (softrnic's udp_gso_pairs)."""
+    return _own_peer_run(f"udp_pingpong(size={size}, poll={poll}, companion={companion}, gso={companion_gso})",
+                         "softrnic_udp_peer", build_dir,
+                         ["--test", "pingpong", "--size", str(size), "--iters", str(iters), "--companion",
+                          str(companion)] + (["--companion-gso", "1"] if companion_gso else []), poll)
 
 
 def udp_stream(build_dir, size, total_bytes, poll="busy"):

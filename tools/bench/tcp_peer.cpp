@@ -358,6 +358,6 @@ int run_client(const Options& o) {
 
 int main(int argc, char** argv) {
   const Options o = parse_peer_options(argc, argv, "softrnic_tcp_peer", kMaxSize, kMaxSize);
-  if (o.companion) usage("--companion is a udp ping-pong option");
+  if (o.companion || o.companion_gso) usage("--companion and --companion-gso are udp ping-pong options");
   return o.mode == "server" ? run_server(o) : run_client(o);
 }

@@ -8,12 +8,15 @@
 // Ping-pong: size-byte datagrams echoed, round trip per iteration (steady_clock) after a warm-up.
 // --companion B: each message goes with a B-byte datagram behind it in one sendmmsg, and each side
 // answers once it has both (a RoCEv2 ping-pong whose Sends ask for their ACKs: B = 20).
+// --companion-gso 1: the two leave as one UDP GSO send (B below the message's size), and both
+// sides read with UDP_GRO on, which takes the pair in one receive (udp_gso_pairs in softrnic).
 // Stream: datagrams of min(size, 65000) bytes sent with sendmmsg under a credit window the server grants
 // (sized to its receive buffer, at most 4 MiB), so the kernel does not drop; the server acks as it counts
 // and sends a final ack once all bytes arrived. MB/s = bytes / (first send .. final ack), MB = 10^6 bytes.
 // Every wait is bounded by --timeout (default 30 s); exit 1 on a failure, 2 on bad arguments.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>  // UDP_SEGMENT, UDP_GRO
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -50,7 +53,7 @@ struct Ctl {
   std::uint32_t magic = kMagic;
   Type type = Type::kHello;
   Test test = Test::kPingpong;
-  std::uint32_t pad = 0;
+  std::uint32_t pad = 0;     // hello (ping-pong): 1 when the companion goes by GSO
   std::uint64_t size = 0;    // hello: datagram size
   std::uint64_t count = 0;   // hello: echoes (pingpong) or bytes (stream); ack: bytes received
   std::uint64_t msgs = 0;    // ack: datagrams received; hello-ack: ack every this many datagrams;
@@ -104,14 +107,31 @@ ssize_t recv_until(int fd, void* buf, std::size_t len, bool busy, Clock::time_po
   }
 }
 
-// A ping-pong message, and its companion (if any) behind it in the same system call.
-void send_message(int fd, const void* msg, std::size_t n, std::size_t companion) {
+// A ping-pong message, and its companion (if any) behind it in the same system call: by
+// sendmmsg, or as one GSO send of segments of the message's size (the companion is shorter).
+void send_message(int fd, const void* msg, std::size_t n, std::size_t companion, bool gso) {
   static const std::vector<unsigned char> tag(1024, 0xC0);
   if (companion == 0) {
     if (send(fd, msg, n, 0) != static_cast<ssize_t>(n)) fail_errno("send");
     return;
   }
   iovec iov[2] = {{const_cast<void*>(msg), n}, {const_cast<unsigned char*>(tag.data()), companion}};
+  if (gso) {
+    alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(std::uint16_t))] = {};
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = 2;
+    m.msg_control = ctrl;
+    m.msg_controllen = sizeof ctrl;
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+    const auto seg = static_cast<std::uint16_t>(n);
+    std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+    if (sendmsg(fd, &m, 0) != static_cast<ssize_t>(n + companion)) fail_errno("sendmsg (UDP_SEGMENT)");
+    return;
+  }
   mmsghdr m[2]{};
   for (int i = 0; i < 2; ++i) {
     m[i].msg_hdr.msg_iov = &iov[i];
@@ -137,6 +157,18 @@ Ctl await_hello(int fd, const Options& o, std::vector<unsigned char>& buf) {
   return hello;
 }
 
+// How many datagrams a read of `n` bytes took: 2 for a message and its companion coalesced
+// (UDP_GRO), else 1.
+int pair_read(std::size_t size, std::size_t companion, ssize_t n) {
+  return companion && n == static_cast<ssize_t>(size + companion) ? 2 : 1;
+}
+
+// UDP_GRO on `fd`: a GSO send from the other side is read whole.
+void read_coalesced(int fd) {
+  const int one = 1;
+  if (setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) != 0) fail_errno("setsockopt UDP_GRO");
+}
+
 // Echoes datagrams until the client's count is reached; returns the count.
 std::uint64_t serve_pingpong(int fd, const Options& o, const Ctl& hello, const Ctl& ack,
                              std::vector<unsigned char>& buf) {
@@ -151,9 +183,11 @@ std::uint64_t serve_pingpong(int fd, const Options& o, const Ctl& hello, const C
       if (c.type == Type::kHello) send_ctl(fd, ack);
       continue;
     }
-    if (hello.msgs && ++parts < 2) continue;  // (the message and its companion: both, then the echo)
+    // (the message and its companion: both, then the echo; read as one when coalesced)
+    parts += pair_read(hello.size, hello.msgs, n);
+    if (hello.msgs && parts < 2) continue;
     parts = 0;
-    send_message(fd, buf.data(), hello.msgs ? hello.size : static_cast<std::size_t>(n), hello.msgs);
+    send_message(fd, buf.data(), hello.msgs ? hello.size : static_cast<std::size_t>(n), hello.msgs, hello.pad == 1);
     ++msgs;
   }
   return msgs;
@@ -255,6 +289,7 @@ int run_server(const Options& o) {
 
   std::vector<unsigned char> buf(kMaxDatagram + 1);
   const Ctl hello = await_hello(fd, o, buf);
+  if (hello.test == Test::kPingpong && hello.pad == 1) read_coalesced(fd);
   const double cpu0 = cpu_us();
   Ctl ack = hello;
   ack.type = Type::kHelloAck;
@@ -273,6 +308,7 @@ Ctl handshake(int fd, const Options& o, std::uint64_t count, std::vector<unsigne
   hello.size = o.size;
   hello.count = count;
   hello.msgs = o.companion;
+  hello.pad = o.companion_gso ? 1 : 0;
   const auto deadline = deadline_in(o.timeout_s);
   while (Clock::now() < deadline) {
     send_ctl(fd, hello);
@@ -295,6 +331,7 @@ double pct(const std::vector<double>& sorted, double p) {
 
 int run_pingpong(int fd, const Options& o) {
   std::vector<unsigned char> buf(kMaxDatagram + 1);
+  if (o.companion_gso) read_coalesced(fd);
   handshake(fd, o, o.warmup + o.iters, buf);
   std::vector<unsigned char> msg(o.size, 0);
   std::vector<double> rtt;
@@ -303,12 +340,12 @@ int run_pingpong(int fd, const Options& o) {
   for (std::uint64_t i = 0; i < o.warmup + o.iters; ++i) {
     if (i == o.warmup) cpu0 = cpu_us();
     const auto t0 = Clock::now();
-    send_message(fd, msg.data(), msg.size(), o.companion);
+    send_message(fd, msg.data(), msg.size(), o.companion, o.companion_gso);
     for (int parts = 0; parts < (o.companion ? 2 : 1);) {
       const ssize_t n = recv_until(fd, buf.data(), buf.size(), o.busy, deadline_in(o.timeout_s));
       if (n < 0) fail("client: no echo within the timeout (datagram lost?)");
       Ctl c;
-      if (!as_ctl(buf.data(), n, c)) ++parts;  // a late hello-ack is skipped
+      if (!as_ctl(buf.data(), n, c)) parts += pair_read(o.size, o.companion, n);  // (a late hello-ack is skipped)
     }
     const auto t1 = Clock::now();
     if (i >= o.warmup) rtt.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
@@ -407,5 +444,7 @@ int run_client(const Options& o) {
 
 int main(int argc, char** argv) {
   const Options o = parse_peer_options(argc, argv, "softrnic_udp_peer", kMaxDatagram, std::size_t{1} << 30);
+  if (o.companion_gso && (o.companion == 0 || o.companion >= o.size))
+    usage("--companion-gso 1 needs a --companion shorter than --size (the GSO segment is the message)");
   return o.mode == "server" ? run_server(o) : run_client(o);
 }
