@@ -89,20 +89,24 @@ double ns(Clock::duration d) {
 }
 
 // The time the scalar work takes in rounds of (work, one CRC by f): a CPU whose wide code
-// lowers the core's clock shows it here, in the work beside the CRC, not in the CRC's own time.
+// lowers the core's clock, or leaves the vector registers in a state that slows what follows,
+// shows it here, in the work beside the CRC, not in the CRC's own time. The median round: a
+// preemption of the thread (a busy host) lands in a few rounds and moves a sum, not the median.
 double work_ns_beside(Fn f, const std::vector<unsigned char>& buf) {
   constexpr int kRounds = 3000;  // about 1.5 ms: long enough for a change of the clock to show
+  std::vector<double> round(kRounds);
   std::uint64_t x = 1;
   std::uint32_t c = 0;
-  Clock::duration w{};
   for (int i = 0; i < kRounds; ++i) {
     const auto t0 = Clock::now();
     x = scalar_work(x);
-    w += Clock::now() - t0;
+    round[static_cast<std::size_t>(i)] = ns(Clock::now() - t0);
     c = f(buf.data(), buf.size(), c);
   }
   g_sink = x + c;
-  return ns(w);
+  const auto mid = round.begin() + kRounds / 2;
+  std::nth_element(round.begin(), mid, round.end());
+  return *mid;
 }
 
 bool wide_slows_core(const std::vector<unsigned char>& buf) {
