@@ -216,7 +216,12 @@ std::size_t Roce::poll(std::optional<Clock::time_point> now) {
     if (n == 0) break;
     ctx_.rx_now = Clock::now();
     if (!now) now = ctx_.rx_now;
-    for (std::size_t i = 0; i < n; ++i) handle_packet(rx_frames_[i].from, rx_frames_[i].bytes());
+    // (The next packet's headers are asked for while this one is handled: the kernel's copy of a
+    // coalesced run may leave them out of cache, and each packet's first read otherwise waits.)
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + 1 < n) __builtin_prefetch(rx_frames_[i + 1].bytes().data());
+      handle_packet(rx_frames_[i].from, rx_frames_[i].bytes());
+    }
     for (std::size_t i = 0; i < n; ++i) rx_frames_[i].reuse(cap);
     got += n;
     if (n < kRxBurst) break;
