@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <csignal>
@@ -875,6 +876,10 @@ class DpdkNetdev final : public Netdev {
   };
 
   void send_mbufs(rte_mbuf** m, std::uint16_t n) {
+    // The datagrams' lengths are read before the burst: a sent mbuf is the PMD's (memif copies
+    // and frees it inside rte_eth_tx_burst).
+    std::array<std::uint32_t, kBurst> len;
+    for (std::uint16_t i = 0; i < n; ++i) len[i] = m[i]->hash.usr;  // the datagram's length, set by build_udp
     std::uint16_t sent = 0;
     bool down = false;
     for (int tries = 0; sent < n && tries < 64; ++tries) {
@@ -887,10 +892,12 @@ class DpdkNetdev final : public Netdev {
       }
       std::this_thread::yield();
     }
-    if (sent) last_tx_tsc_ = rte_get_tsc_cycles();
-    for (std::uint16_t i = 0; i < sent; ++i) {
-      stats_.tx_frames++;
-      stats_.tx_bytes += m[i]->hash.usr;  // the datagram's length, set by build_udp
+    if (sent) {
+      last_tx_tsc_ = rte_get_tsc_cycles();
+      std::uint64_t bytes = 0;
+      for (std::uint16_t i = 0; i < sent; ++i) bytes += len[i];
+      stats_.tx_frames.fetch_add(sent, std::memory_order_relaxed);
+      stats_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed);
     }
     for (std::uint16_t i = sent; i < n; ++i) {
       rte_pktmbuf_free(m[i]);
