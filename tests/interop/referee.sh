@@ -36,6 +36,7 @@ referee_prepare() {
   fi
   command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing and not installable (apt-get install qemu-system-x86)"
   if ! referee_have_image; then
+    referee_kabi
     echo "interop: building the referee image in $cache ($rdmavm/build.sh, ~1 min, downloads ~230 MB)"
     local t0=$SECONDS
     if ! "$rdmavm/build.sh" "$cache" >/tmp/softrnic-rdmavm-build.log 2>&1; then
@@ -47,6 +48,35 @@ referee_prepare() {
   flock -u 9
 }
 referee_have_image() { [[ -s $cache/vmlinuz && -s $cache/initrd.cpio.gz ]]; }
+
+# The kernel ABI for build.sh (RDMAVM_KABI), when not given. build.sh takes the one Debian 12's
+# linux-image-amd64 names and fetches its companions (headers, linux-kbuild-6.1, linux-source-6.1)
+# at the image's exact version. While the security archive is midway through a kernel update the
+# companions can have moved on already (2026-11-28: linux-image-6.1.0-56 at 6.1.192-2, the
+# metapackage's, beside linux-kbuild-6.1 at 6.1.192-3 only), and the build fails. Then the newest
+# 6.1 ABI whose packages all exist at one version is taken (still Debian 12's Linux 6.1).
+referee_kabi_complete() { # ABI: its image and companions at one version in the apt lists
+  local abi=$1 ver k
+  ver=$(apt-cache show --no-all-versions "linux-image-$abi-unsigned" 2>/dev/null | awk '/^Version:/{print $2; exit}')
+  [[ -n $ver ]] || return 1
+  for k in "linux-headers-$abi" "linux-headers-${abi%-amd64}-common" linux-kbuild-6.1 linux-source-6.1; do
+    apt-cache madison "$k" 2>/dev/null | awk -v v="$ver" '$3 == v {f = 1} END {exit !f}' || return 1
+  done
+}
+referee_kabi() {
+  [[ -z ${RDMAVM_KABI:-} ]] || return 0
+  local def abi
+  def=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-6\.1\./{sub("linux-image-", "", $2); print $2; exit}')
+  [[ -n $def ]] && referee_kabi_complete "$def" && return 0
+  for abi in $(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$' 2>/dev/null |
+               awk '{sub("^linux-image-", "", $1); sub("-unsigned$", "", $1); print $1}' | sort -Vr); do
+    if referee_kabi_complete "$abi"; then
+      echo "interop: the apt lists lack ${def:-the default kernel}'s companion packages at its version: RDMAVM_KABI=$abi"
+      export RDMAVM_KABI=$abi
+      return 0
+    fi
+  done
+}
 
 # rping_check ROLE SHARE WORK N SIZE: rping's pattern (librdmacm/examples/rping.c,
 # rping_test_client): "rdma-ping-N: ", then the characters 65..122 rolling from 65 + N % 58, the
