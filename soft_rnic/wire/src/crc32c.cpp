@@ -51,11 +51,10 @@ void Crc32c::update(std::span<const std::uint8_t> data) {
 #endif
   while (left > 0) {
     const int chunk = left > static_cast<std::size_t>(INT_MAX) ? INT_MAX : static_cast<int>(left);
-    state_ = crc32_iscsi(const_cast<unsigned char*>(p), chunk, state_);
+    state_ = detail::wide_crc32c(p, chunk, state_);
     p += chunk;
     left -= static_cast<std::size_t>(chunk);
   }
-  detail::after_wide_code();
 }
 
 std::uint32_t crc32c(std::span<const std::uint8_t> data) {

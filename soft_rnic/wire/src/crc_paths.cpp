@@ -48,17 +48,13 @@ std::uint32_t narrow_c(const unsigned char* p, std::size_t n, std::uint32_t c) {
   return crc32_iscsi_01(const_cast<unsigned char*>(p), static_cast<int>(n), c);
 }
 std::uint32_t wide_c(const unsigned char* p, std::size_t n, std::uint32_t c) {
-  c = crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(n), c);
-  detail::after_wide_code();  // (as crc32c.cpp calls it: its cost is part of the code's)
-  return c;
+  return detail::wide_crc32c(p, static_cast<int>(n), c);
 }
 std::uint32_t narrow_g(const unsigned char* p, std::size_t n, std::uint32_t c) {
   return crc32_gzip_refl_by8(c, p, n);
 }
 std::uint32_t wide_g(const unsigned char* p, std::size_t n, std::uint32_t c) {
-  c = crc32_gzip_refl(c, p, n);
-  detail::after_wide_code();
-  return c;
+  return detail::wide_crc32_gzip(c, p, n);
 }
 
 volatile std::uint64_t g_sink;  // (keeps the measured work from being optimised away)

@@ -64,9 +64,7 @@ std::uint32_t crc_update(std::uint32_t crc, const std::uint8_t* p, std::size_t n
   if (detail::have_pclmul && n < detail::icrc_wide_from.load(std::memory_order_relaxed))
     return crc32_gzip_refl_by8(crc, p, n);
 #endif
-  const std::uint32_t c = crc32_gzip_refl(crc, p, n);
-  detail::after_wide_code();
-  return c;
+  return detail::wide_crc32_gzip(crc, p, n);
 }
 
 // CRC-32 (zlib's) continued over `p`; the BTH's byte 4 (FECN, BECN, reserved) counts as 0xFF.
