@@ -250,7 +250,7 @@ if [[ -n $gate_port ]] && ! command -v nft >/dev/null; then
 fi
 
 # ---- the run
-work=$(mktemp -d /tmp/softrnic-interop.XXXXXX)
+work=$(referee_workdir softrnic-interop)
 [[ -n $keep ]] && { mkdir -p "$keep"; work=$(cd "$keep" && pwd); }
 share=$work/share
 rm -rf "$share"; mkdir -p "$share/sig"
@@ -311,7 +311,8 @@ fi
   echo 'export DAT_OVERRIDE=/tmp/dat.conf'
   echo 'cd /tmp'
   if [[ $netem_ms != 0 ]]; then
-    echo "insmod /host/sch_netem.ko && /usr/sbin/tc qdisc add dev eth0 root netem delay ${netem_ms}ms \\"
+    # (a shared referee guest has it loaded from an earlier case already)
+    echo "{ grep -q '^sch_netem ' /proc/modules || insmod /host/sch_netem.ko; } && /usr/sbin/tc qdisc add dev eth0 root netem delay ${netem_ms}ms \\"
     echo "  && echo 'guest: eth0 egress delayed ${netem_ms} ms (works around two siw races)' \\"
     echo "  || echo 'guest: WARNING: could not delay eth0 egress'"
   fi
@@ -425,7 +426,7 @@ echo "interop:   guest: $g_cmd"
 echo "interop:   host:  $h_cmd"
 t0=$SECONDS
 rrc=0
-timeout -k 10 $((tool_timeout + 150)) "$rdmavm/run.sh" "${ropts[@]}" >"$work/run.log" 2>&1 || rrc=$?
+referee_run "${ropts[@]}" >"$work/run.log" 2>&1 || rrc=$?
 dt=$((SECONDS - t0))
 if [[ $rrc == 77 ]]; then grep SKIP "$work/run.log" || true; passed=1; skip "the referee did not run ($(grep -o 'SKIP: .*' "$work/run.log" | head -1))"; fi
 

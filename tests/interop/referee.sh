@@ -102,3 +102,6 @@ PY
   nc=$(grep -c '^ping data: rdma-ping-' "$clilog" 2>/dev/null || true)
   [[ $nc == "$n" ]] || { ok=0; why+=("the client printed $nc ping lines, not $n"); }
 }
+
+# shellcheck source=referee_shared.sh
+. "$(dirname "${BASH_SOURCE[0]}")/referee_shared.sh"

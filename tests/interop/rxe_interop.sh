@@ -233,7 +233,7 @@ fi
 . "$src/tests/interop/referee.sh"
 referee_prepare
 
-work=$(mktemp -d /tmp/softrnic-rxe.XXXXXX)
+work=$(referee_workdir softrnic-rxe)
 [[ -n $keep ]] && { mkdir -p "$keep"; work=$(cd "$keep" && pwd); }
 share=$work/share
 rm -rf "$share"; mkdir -p "$share/sig"
@@ -332,7 +332,7 @@ echo "interop:   guest: $g_cmd"
 echo "interop:   host:  $h_cmd"
 t0=$SECONDS
 rrc=0
-timeout -k 10 $((tool_timeout + 150)) "$rdmavm/run.sh" "${ropts[@]}" >"$work/run.log" 2>&1 || rrc=$?
+referee_run "${ropts[@]}" >"$work/run.log" 2>&1 || rrc=$?
 dt=$((SECONDS - t0))
 if [[ $rrc == 77 ]]; then passed=1; skip "the referee did not run ($(grep -o 'SKIP: .*' "$work/run.log" | head -1))"; fi
 
