@@ -38,7 +38,7 @@ mkdir -p /ref && mount -o bind /host /ref || { echo "REFEREE-SERVER-FAILED (bind
 echo REFEREE-SERVING
 idle=0
 while [ \$idle -lt \$idle_limit ]; do
-  : >/ref/heartbeat
+  [ \$((idle % 10)) = 0 ] && : >/ref/heartbeat # (once a second: a 9p write costs the TCG guest)
   if [ ! -f /ref/queue ]; then sleep 0.1; idle=\$((idle + 1)); continue; fi
   idle=0
   id=\$(cat /ref/queue); rm -f /ref/queue

@@ -16,6 +16,9 @@ Rows (softrnic / peer; < 1 is better for round trips, > 1 for throughput):
   memif_pp64   DAT 64 B ping-pong over DPDK memif / the dpdk netdev's own ping-pong (root, DPDK)
   send_lat     perftest ib_send_lat 64 B over softrnic's libibverbs / DAT --wait-send, kernel UDP,
                kernel UDP with a 20 B datagram behind each message (sendmmsg; one GSO send)
+  ucx_put64k   ucx_perftest UCP put_bw 64 KiB over softrnic (rc_verbs) / the same over UCX's tcp (issue 32)
+  ucx_lat64    ucx_perftest UCP tag_lat 64 B over softrnic / over UCX's tcp (issue 32)
+  qperf_lat64  qperf rc_lat 64 B (-cm1) over softrnic / qperf tcp_lat (issue 32)
 The host (CPU model, cores, kernel) heads the output, as in bench.py.
 """
 import argparse
@@ -58,6 +61,12 @@ def rows(build):
                      ("kernel-udp +20 B", lambda: peers.udp_pingpong(build, 64, 20000, "busy", 20)["median_us"]),
                      ("kernel-udp +20 B GSO",
                       lambda: peers.udp_pingpong(build, 64, 20000, "busy", 20, True)["median_us"])],
+        "ucx_put64k": [("ucx-roce", lambda: peers.ucx_put_bw(64 * KIB, 20000, build)["mbps"]),
+                       ("ucx-tcp", lambda: peers.ucx_put_bw(64 * KIB, 20000)["mbps"])],
+        "ucx_lat64": [("ucx-roce", lambda: peers.ucx_tag_lat(64, 20000, build)["median_us"]),
+                      ("ucx-tcp", lambda: peers.ucx_tag_lat(64, 20000)["median_us"])],
+        "qperf_lat64": [("qperf rc_lat", lambda: peers.qperf_lat("rc_lat", 64, build)["median_us"]),
+                        ("qperf tcp_lat", lambda: peers.qperf_lat("tcp_lat", 64)["median_us"])],
     }
     try:
         mem = memif_env.stack(build, bench.Softrnic)
