@@ -30,7 +30,8 @@ class Pollable {
 
 class Engine {
  public:
-  Engine(netdev::Waitable& nd, DeviceLock& mu, bool busy_poll) : nd_(nd), mu_(mu), busy_poll_(busy_poll) {}
+  Engine(netdev::Waitable& nd, DeviceLock& mu, bool busy_poll, std::chrono::microseconds wait_spin)
+      : nd_(nd), mu_(mu), busy_poll_(busy_poll), wait_spin_(wait_spin) {}
   ~Engine() { stop(); }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -61,6 +62,7 @@ class Engine {
   void run();
   std::chrono::microseconds next_wait();
   void wake_if_due();  // under the device lock, after a consumer's round
+  bool spin_before_wait(Clock::time_point start, std::chrono::microseconds max, std::uint64_t wakes_seen);
   static std::int64_t ns_of(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   }
@@ -73,6 +75,7 @@ class Engine {
   netdev::Waitable& nd_;
   DeviceLock& mu_;
   const bool busy_poll_;
+  const std::chrono::microseconds wait_spin_;  // wait_progress polls this long before it blocks
   Pollable* p_ = nullptr;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -61,6 +61,10 @@ ItemResult parse_engine_item(std::string_view key, std::string_view val, DeviceC
   bool ok = true;
   if (key == "busy_poll") {
     ok = parse_bool(val, cfg.busy_poll);
+  } else if (key == "wait_spin_us") {
+    std::uint32_t us = 0;
+    ok = parse_uint<std::uint32_t>(val, 0, 10000, us);
+    if (ok) cfg.wait_spin = std::chrono::microseconds(us);
   } else if (key == "batch_posts") {
     ok = parse_bool(val, cfg.batch_posts);
   } else if (key == "srq_alloc") {

@@ -12,10 +12,12 @@ TEST(IaParams, DefaultsAndOverrides) {
   std::string e;
   ASSERT_TRUE(params::parse_ia_params("", c, e)) << e;
   EXPECT_EQ(c.netdev.kind, "udp");
+  EXPECT_EQ(c.wait_spin.count(), 50);
   EXPECT_EQ(c.netdev.port, 5041);
   ASSERT_TRUE(
       params::parse_ia_params("netdev=loopback ip=10.1.2.3,port=6000 port_fixed=1 max_datagram=1472 "
-                              "busy_poll=yes min_rto_us=500 retry_limit=3 connect_timeout_ms=250 udp_gso_pairs=0",
+                              "busy_poll=yes min_rto_us=500 retry_limit=3 connect_timeout_ms=250 udp_gso_pairs=0 "
+                              "wait_spin_us=0",
                               c, e))
       << e;
   EXPECT_FALSE(c.netdev.udp_gso_pairs);
@@ -25,6 +27,7 @@ TEST(IaParams, DefaultsAndOverrides) {
   EXPECT_TRUE(c.netdev.port_fixed);
   EXPECT_EQ(c.netdev.max_datagram, 1472u);
   EXPECT_TRUE(c.busy_poll);
+  EXPECT_EQ(c.wait_spin.count(), 0);
   EXPECT_EQ(c.min_rto.count(), 500);
   EXPECT_EQ(c.retry_limit, 3);
   EXPECT_EQ(c.connect_timeout.count(), 250);
@@ -70,6 +73,8 @@ TEST(IaParams, ClearErrors) {
       {"port", "'port' is not key=value"},
       {"=5", "'=5' is not key=value"},
       {"busy_poll=maybe", "bad value 'maybe' for busy_poll"},
+      {"wait_spin_us=10001", "bad value '10001' for wait_spin_us"},
+      {"wait_spin_us=-1", "bad value '-1' for wait_spin_us"},
       {"srq_alloc=random", "bad value 'random' for srq_alloc"},
       {"impair=drop=2", "impairment: bad value '2' for drop"},
       {"impair=jitter=5", "impairment: unknown key 'jitter'"},

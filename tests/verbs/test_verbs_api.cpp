@@ -14,13 +14,16 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
 
 // Two devices: the default RoCEv2 one and an iWARP one (before the library reads the list).
-const bool kEnv = setenv("SOFTRNIC_VERBS", "wire=roce ip=127.0.0.1|wire=tcp ip=127.0.0.1", 1) == 0;
+// (ctest's verbs_api_spin runs some tests again with its own SOFTRNIC_VERBS: a long wait_spin_us)
+const bool kEnv = setenv("SOFTRNIC_VERBS", "wire=roce ip=127.0.0.1|wire=tcp ip=127.0.0.1", 0) == 0;
 
 ibv_device* find_device(const char* name) {
   int n = 0;
@@ -533,6 +536,63 @@ TEST_F(Verbs, ABlockingGetCqEventEndsOnASignalAndReturnsTheEvent) {
   EXPECT_EQ(got_ctx, this);
   ibv_ack_cq_events(ecq, 1);
   finish_channel_test(ecq, ch, 78);
+}
+
+// Whether thread `tid` of this process blocks SIGALRM now (its SigBlk in /proc): the waiter
+// holds signals off while it spins before it sleeps.
+bool blocks_sigalrm(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("SigBlk:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGALRM - 1)) & 1;
+  return false;
+}
+
+// A blocking ibv_get_cq_event first polls for a while (wait_spin_us) with signals held off, and
+// sleeps only then: a signal that comes during the spin must still end the wait with EINTR, or
+// qperf's SIGALRM would be spent and its server wait forever. A helper thread signals the waiter
+// while it spins (seen in its SigBlk; after 0.5 s it signals anyway, which a short spin leaves
+// to the sleep); a peer's Send comes only after 2 s, so a lost signal shows as an event.
+TEST_F(Verbs, ASignalDuringTheSpinBeforeTheSleepEndsTheWaitToo) {
+  const char* spec = std::getenv("SOFTRNIC_VERBS");
+  const bool long_spin = spec && std::string(spec).find("wait_spin_us=") != std::string::npos;
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq* ecq = channel_cq_for_a(ch);
+  ASSERT_NE(ecq, nullptr);
+  ASSERT_EQ(ibv_req_notify_cq(ecq, 0), 0);
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = on_alarm;  // (no SA_RESTART)
+  ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);
+  const pid_t me = static_cast<pid_t>(syscall(SYS_gettid));
+  const pthread_t self = pthread_self();
+  std::atomic<bool> seen_spinning{false};
+  std::thread helper([&] {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (!blocks_sigalrm(me) && std::chrono::steady_clock::now() < give_up) {
+    }
+    seen_spinning = blocks_sigalrm(me);
+    pthread_kill(self, SIGALRM);
+  });
+  std::thread peer([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    send_a_to_b(79);
+  });
+  ibv_cq* got = nullptr;
+  void* got_ctx = nullptr;
+  errno = 0;
+  EXPECT_EQ(ibv_get_cq_event(ch, &got, &got_ctx), -1);
+  EXPECT_EQ(errno, EINTR);
+  helper.join();
+  if (long_spin) {
+    EXPECT_TRUE(seen_spinning.load()) << "the signal was to come during the spin";
+  }
+  peer.join();
+  sigaction(SIGALRM, &old, nullptr);
+  ASSERT_EQ(ibv_get_cq_event(ch, &got, &got_ctx), 0);
+  EXPECT_EQ(got, ecq);
+  ibv_ack_cq_events(ecq, 1);
+  finish_channel_test(ecq, ch, 79);
 }
 
 TEST_F(Verbs, ASolicitedOnlyArmingWakesForASolicitedSendOnly) {

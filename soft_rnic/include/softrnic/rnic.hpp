@@ -117,6 +117,9 @@ struct DeviceConfig {
   std::size_t window_bytes = 4 << 20;                // payload bytes in flight per QP (capped by rx buffer / 4)
   AllocPolicy alloc_policy = AllocPolicy::arrival;   // for SRQ QPs
   bool busy_poll = false;                            // progress thread spins instead of sleeping
+  // A consumer's blocking wait (dat_evd_wait, ibv_get_cq_event) polls the netdev this long
+  // before it sleeps in the kernel (engine::Engine::wait_progress). 0: it sleeps at once.
+  std::chrono::microseconds wait_spin{50};
   // wire udp: posts to a QP with others outstanding, made while a consumer drives the engine (it
   // polls, or came back from a wait), wait for the doorbell: its next engine round, or 32 of
   // them, sends them together (one system call for a run of frames). false: each post
