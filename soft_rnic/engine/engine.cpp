@@ -141,7 +141,8 @@ bool Engine::spin_before_wait(Clock::time_point start, std::chrono::microseconds
   sigset_t pending;
   ::sigpending(&pending);
   bool signalled = false;
-  for (int s = 1; s < NSIG && !signalled; ++s) signalled = ::sigismember(&pending, s) == 1 && ::sigismember(&old, s) == 0;
+  for (int s = 1; s < NSIG && !signalled; ++s)
+    signalled = ::sigismember(&pending, s) == 1 && ::sigismember(&old, s) == 0;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);  // (a pending signal is handled here)
   if (signalled) netdev::note_wait_interrupted();
   return done || signalled;
