@@ -94,7 +94,7 @@ lib=$build/dat/libdaplsoftrnic.so
 
 # ---- what each tool needs: server/client command lines (IA and ADDR filled in per side), the
 # ---- server's ready condition, the success line, and for dapltest the quit command.
-srv_ready_port="" srv_ready_line="" quit="" gate_port=""
+srv_ready_port="" srv_ready_line="" quit="" gate_port="" data_gate=""
 case $tool in
   dtest)
     srv="dtest -s -P IA -b 65536 -B 10"
@@ -145,15 +145,18 @@ case $tool in
     ;;
   verbs_write_bw_cm)
     # perftest's ib_write_bw -R on both sides: on siw, and on the host unmodified over softrnic's
-    # librdmacm and libibverbs (softrnic_run, VERBSPEC). The softrnic server only: as client,
-    # Debian's perftest 4.5 connects its data QP right after the control handshake and the TCG
-    # guest's listener comes later; its retry of the refused connect crashes (freed memory), so
-    # the client role keeps tools/softrnic_perftest (perftest_write_bw), which retries.
+    # librdmacm and libibverbs (softrnic_run, VERBSPEC). As the client, Debian's perftest 4.5
+    # connects its data QP right after the control handshake, before the TCG guest listens
+    # again, and its retry of the refused connect crashes (freed memory): the data gate
+    # (referee.sh) holds the host's SYNs back until the guest listens, and the kernel's SYN
+    # retransmission connects.
     popts_="-R -p 18518 -n 5 -s 4096 -F"
     srv="ib_write_bw -d siw0 $popts_" cli="ib_write_bw -d siw0 $popts_ ADDR"
-    h_srv="$build/bin/softrnic_run --verbs 'VERBSPEC' -- ib_write_bw -d softrnic_iwarp0 $popts_"
-    h_cli="$build/bin/softrnic_run --verbs 'VERBSPEC' -- ib_write_bw -d softrnic_iwarp0 $popts_ ADDR"
+    # (no SOFTRNIC_TRACE: its lines on stderr would land inside perftest's result line)
+    h_srv="env -u SOFTRNIC_TRACE $build/bin/softrnic_run --verbs 'VERBSPEC' -- ib_write_bw -d softrnic_iwarp0 $popts_"
+    h_cli="env -u SOFTRNIC_TRACE $build/bin/softrnic_run --verbs 'VERBSPEC' -- ib_write_bw -d softrnic_iwarp0 $popts_ ADDR"
     srv_ready_port=18518
+    data_gate="ip daddr $GUEST_IP tcp dport 18518 tcp flags == syn"  # (referee.sh)
     ok_srv="^ 4096 +5 +[-+0-9.a-z]+([[:space:]]+[-+0-9.a-z]+){2}[[:space:]]*$"
     ok_cli=$ok_srv h_ok_srv=$ok_srv h_ok_cli=$ok_srv
     ;;
@@ -236,10 +239,10 @@ fill_in() { local c=${1//IA/$2}; echo "${c//ADDR/$3}"; }
 for t in "${h_srv%% *}" "${h_cli%% *}"; do
   command -v "$t" >/dev/null || skip "$t not installed on the host (apt-get install dapl2-utils)"
 done
-[[ $role == softrnic_client ]] || gate_port=""
+[[ $role == softrnic_client ]] || gate_port="" data_gate=""
 # shellcheck source=referee.sh
 . "$src/tests/interop/referee.sh"
-referee_prepare ${gate_port:+nftables}
+referee_prepare ${gate_port:+nftables} ${data_gate:+nftables}
 # The gate: siw's rdma_cm port is a TCP port; rxe's CM REQs are RoCEv2 packets (UDP 4791), and
 # nothing else goes to the guest's 4791 before the connection (dtest's side channel is TCP).
 gate_match="tcp dport $gate_port"
@@ -310,6 +313,7 @@ fi
   echo "grep -v '^#' /etc/dat.conf >>/tmp/dat.conf"
   echo 'export DAT_OVERRIDE=/tmp/dat.conf'
   echo 'cd /tmp'
+  [[ -z $data_gate ]] || guest_data_gate_fn
   if [[ $netem_ms != 0 ]]; then
     # (a shared referee guest has it loaded from an earlier case already)
     echo "{ grep -q '^sch_netem ' /proc/modules || insmod /host/sch_netem.ko; } && /usr/sbin/tc qdisc add dev eth0 root netem delay ${netem_ms}ms \\"
@@ -330,6 +334,7 @@ while :; do
   sleep 0.1
 done
 [ -e /host/sig/guest-failed ] || { rv_signal guest-ready; echo INTEROP-GUEST-READY; }
+${data_gate:+guest_data_gate $srv_ready_port &}
 n=0 k=0 rc=""
 while kill -0 \$p 2>/dev/null; do
   n=\$((n+1))
@@ -387,6 +392,7 @@ NFT
   nft delete table ip softrnic_interop ) &
 EOF
     fi
+    [[ -z $data_gate ]] || host_data_gate "$data_gate"
     cat <<EOF
 rc=1
 if [ -e $share/sig/guest-ready ]; then

@@ -103,5 +103,42 @@ PY
   [[ $nc == "$n" ]] || { ok=0; why+=("the client printed $nc ping lines, not $n"); }
 }
 
+# The data gate. A perftest -R server (in the guest) listens on its port twice: for the control
+# connection, then, after the handshake over it, with a new listener for the data connection. A
+# native client (softrnic's) asks for the data connection before the TCG guest listens again, is
+# rejected, and perftest 4.5's retry then uses the cm_ids it destroyed (it crashes). So the host's
+# namespace drops every connection request to the guest that matches MATCH after the first one
+# (nft's limit: one, then none for a minute), until the guest signals guest-data-listening: it
+# saw a LISTEN cm_id on the port that was not among the first ones (rdma res: cm-idn). The
+# requester's own retry of the request then gets through.
+guest_data_gate_fn() { # prints the guest's function guest_data_gate PORT (busybox sh)
+  cat <<'JOB'
+guest_data_gate() {
+  _ids() { rdma res show cm_id 2>/dev/null | grep 'state LISTEN' | grep ":$1 " | sed -n 's/.*cm-idn \([0-9]*\).*/\1/p' | sort -u | tr '\n' ' '; }
+  _first=" $(_ids "$1")" _n=0
+  while [ $_n -lt 2400 ]; do
+    for _i in $(_ids "$1"); do
+      case "$_first" in *" $_i "*) ;; *) rv_signal guest-data-listening; echo "INTEROP-GUEST-DATA-LISTENING (cm-idn $_i)"; return 0 ;; esac
+    done
+    sleep 0.05; _n=$((_n + 1))
+  done
+}
+JOB
+}
+host_data_gate() { # MATCH: the host job's lines that put the gate up and take it down (bash)
+  cat <<EOF
+nft -f - <<'NFT'
+table ip softrnic_interop {
+  chain out {
+    type filter hook output priority 0;
+    $1 limit rate over 1/minute burst 1 packets drop
+  }
+}
+NFT
+( for i in \$(seq 2400); do [ -e $share/sig/guest-data-listening ] && break; sleep 0.05; done
+  nft delete table ip softrnic_interop ) &
+EOF
+}
+
 # shellcheck source=referee_shared.sh
 . "$(dirname "${BASH_SOURCE[0]}")/referee_shared.sh"

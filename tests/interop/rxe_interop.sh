@@ -200,6 +200,9 @@ case $tool in
         g_ok="^ $size +$n +[-+0-9.a-z]+([[:space:]]+[-+0-9.a-z]+){2}[[:space:]]*$" h_ok=$g_ok
         g_bad='Completion with error|Failed status|Failed to [^d]|Bad wc status|Couldn.t|Unable to|not compatible'
         h_ready_wait=2  # (rdma_cm listens on no socket the host could watch)
+        # As the client, perftest 4.5 sends the data connection's REQ right after the control
+        # handshake, before the slow guest listens for it again: the data gate (referee.sh).
+        data_gate="ip daddr $GUEST_IP udp dport 4791 @th,352,16 0x0010"  # (the MAD attribute REQ)
         ;;
       *)
         n=10 size=65536 pt_tool=${tool#verbs_}
@@ -231,7 +234,8 @@ fi
 
 # shellcheck source=referee.sh
 . "$src/tests/interop/referee.sh"
-referee_prepare
+[[ $role == softrnic_client ]] || data_gate=""
+referee_prepare ${data_gate:+nftables}
 
 work=$(referee_workdir softrnic-rxe)
 [[ -n $keep ]] && { mkdir -p "$keep"; work=$(cd "$keep" && pwd); }
@@ -255,12 +259,14 @@ fi
 {
   echo '. /usr/lib/rdmavm/lib.sh'
   echo 'cd /tmp'
+  [[ -z ${data_gate:-} ]] || guest_data_gate_fn
   if [[ $role == softrnic_client ]]; then
     cat <<EOF
 timeout -k 5 $tool_timeout $g_cmd >/host/guest.log 2>&1 &
 p=\$!
 if rv_listening $srv_ready_port 120 >/dev/null; then rv_signal guest-ready; echo INTEROP-GUEST-READY
 else rv_signal guest-failed; echo INTEROP-GUEST-FAILED; fi
+${data_gate:+guest_data_gate $srv_ready_port &}
 n=0
 while kill -0 \$p 2>/dev/null; do
   [ -e /host/sig/host-done ] && { n=\$((n+1)); [ \$n -lt 150 ] || kill \$p; }
@@ -293,6 +299,7 @@ EOF
 {
   echo "cd $work"
   if [[ $role == softrnic_client ]]; then
+    [[ -z ${data_gate:-} ]] || host_data_gate "$data_gate"
     cat <<EOF
 rc=1
 if [ -e $share/sig/guest-ready ]; then
