@@ -296,7 +296,7 @@ def _warmup(iters):
 # --- UCX: ucx_perftest over the tcp transport ------------------------------------------------------------
 
 
-def _ucx(test, size, iters, build_dir=None):
+def _ucx(test, size, iters, build_dir=None, extra=()):
     """ucx_perftest over UCX's tcp transport, or (build_dir given) over softrnic: UCX's "rc" (rc_verbs,
     ud_verbs for the wire-up) on softrnic's libibverbs through build/bin/softrnic_run."""
     what = f"ucx {test}(size={size})"
@@ -318,7 +318,7 @@ def _ucx(test, size, iters, build_dir=None):
     warmup = _warmup(iters)
     server = launch + [UCX_PERFTEST, "-p", str(port)]
     client = launch + [UCX_PERFTEST, "127.0.0.1", "-p", str(port), "-t", test, "-s", str(size), "-n", str(iters),
-                       "-w", str(warmup), "-f", "-v"]
+                       "-w", str(warmup), "-f", "-v"] + list(extra)
 
     def parse(c, s):
         row = None
@@ -350,6 +350,18 @@ def ucx_tag_lat(size, iters, build_dir=None):
     return {"median_us": 2 * r["typical_lat_us"], "mean_us": 2 * r["overall_lat_us"], "iters": r["iters"],
             "cpu_us_per_msg": r["client_cpu_us"] / (r["iters"] + r["warmup"]), "cpu_includes_startup": True,
             "server_cpu_us": r["server_cpu_us"], "one_way_typical_us": r["typical_lat_us"]}
+
+
+def ucx_am_lat(size, iters, build_dir=None):
+    """UCT active-message ping-pong (ucx_perftest am_lat) on one transport: UCX's tcp on lo, or (build_dir
+    given) rc_verbs on softrnic's default device. -D bcopy: rc_verbs' short messages stop at 63 bytes
+    here (its inline size). Round trips, as ucx_tag_lat."""
+    uct = ["-d", "softrnic_roce0:1", "-x", "rc_verbs"] if build_dir else ["-d", "lo", "-x", "tcp"]
+    r = _ucx("am_lat", size, iters, build_dir, uct + ["-D", "bcopy"])
+    if r is None:
+        return None
+    return {"median_us": 2 * r["typical_lat_us"], "mean_us": 2 * r["overall_lat_us"], "iters": r["iters"],
+            "one_way_typical_us": r["typical_lat_us"]}
 
 
 def _ucx_bw(test, size, iters, build_dir=None):

@@ -18,6 +18,7 @@ Rows (softrnic / peer; < 1 is better for round trips, > 1 for throughput):
                kernel UDP with a 20 B datagram behind each message (sendmmsg; one GSO send)
   ucx_put64k   ucx_perftest UCP put_bw 64 KiB over softrnic (rc_verbs) / the same over UCX's tcp (issue 32)
   ucx_lat64    ucx_perftest UCP tag_lat 64 B over softrnic / over UCX's tcp (issue 32)
+  uct_am64     ucx_perftest UCT am_lat 64 B (bcopy) over rc_verbs on softrnic / over UCX's tcp (issue 32)
   qperf_lat64  qperf rc_lat 64 B (-cm1) over softrnic / qperf tcp_lat (issue 32)
 The host (CPU model, cores, kernel) heads the output, as in bench.py.
 """
@@ -65,6 +66,8 @@ def rows(build):
                        ("ucx-tcp", lambda: peers.ucx_put_bw(64 * KIB, 20000)["mbps"])],
         "ucx_lat64": [("ucx-roce", lambda: peers.ucx_tag_lat(64, 20000, build)["median_us"]),
                       ("ucx-tcp", lambda: peers.ucx_tag_lat(64, 20000)["median_us"])],
+        "uct_am64": [("uct rc_verbs", lambda: peers.ucx_am_lat(64, 20000, build)["median_us"]),
+                     ("uct tcp", lambda: peers.ucx_am_lat(64, 20000)["median_us"])],
         "qperf_lat64": [("qperf rc_lat", lambda: peers.qperf_lat("rc_lat", 64, build)["median_us"]),
                         ("qperf tcp_lat", lambda: peers.qperf_lat("tcp_lat", 64)["median_us"])],
     }
