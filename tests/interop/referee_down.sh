@@ -10,6 +10,10 @@ rdmavm=${RDMAVM_DIR:-$src/../shared/tools/rdmavm}
 skip() { echo "SKIPPED: $*"; exit 77; }
 # shellcheck source=referee.sh
 . "$src/tests/interop/referee.sh"
+# (after a case another run may be running on the guest: referee_run's lock)
+mkdir -p /run/lock
+exec 8>/run/lock/softrnic-referee.lock
+flock -w 900 8 || { echo "referee: another run holds the shared guest; left running"; exit 0; }
 if [[ ! -f $REFEREE_DIR/session ]]; then
   echo "referee: no shared guest runs"
   exit 0
