@@ -378,20 +378,7 @@ EOF
   echo "export DAT_OVERRIDE=$conf SOFTRNIC_TRACE=1 SOFTRNIC_STATS=1"
   echo "cd $work"
   if [[ $role == softrnic_client ]]; then
-    if [[ -n $gate_port ]]; then
-      cat <<EOF
-nft -f - <<'NFT'
-table ip softrnic_interop {
-  chain out {
-    type filter hook output priority 0;
-    ip daddr $GUEST_IP $gate_match drop
-  }
-}
-NFT
-( for i in \$(seq 1200); do [ -e $share/sig/guest-cm-listening ] && break; sleep 0.1; done
-  nft delete table ip softrnic_interop ) &
-EOF
-    fi
+    [[ -z $gate_port ]] || host_gate "ip daddr $GUEST_IP $gate_match drop" guest-cm-listening
     [[ -z $data_gate ]] || host_data_gate "$data_gate"
     cat <<EOF
 rc=1

@@ -125,17 +125,22 @@ guest_data_gate() {
 }
 JOB
 }
-host_data_gate() { # MATCH: the host job's lines that put the gate up and take it down (bash)
+host_data_gate() { host_gate "$1 limit rate over 1/minute burst 1 packets drop" guest-data-listening; }
+
+# host_gate RULE SIGNAL: the host job's lines (bash) that put an nft RULE in the namespace's output
+# path and take it down when the guest signals SIGNAL (or after 120 s). The table is the one
+# referee_case_cleanup removes after a case.
+host_gate() {
   cat <<EOF
 nft -f - <<'NFT'
 table ip softrnic_interop {
   chain out {
     type filter hook output priority 0;
-    $1 limit rate over 1/minute burst 1 packets drop
+    $1
   }
 }
 NFT
-( for i in \$(seq 2400); do [ -e $share/sig/guest-data-listening ] && break; sleep 0.05; done
+( for i in \$(seq 2400); do [ -e $share/sig/$2 ] && break; sleep 0.05; done
   nft delete table ip softrnic_interop ) &
 EOF
 }

@@ -177,6 +177,14 @@ struct Verbs : ::testing::Test {
     connect();
     return ecq;
   }
+  // A new completion channel `ch` and, on it, a CQ taking a's send completions, armed; nullptr
+  // when a step fails.
+  ibv_cq* armed_channel_cq_for_a(ibv_comp_channel*& ch) {
+    ch = ibv_create_comp_channel(ctx);
+    if (!ch) return nullptr;
+    ibv_cq* ecq = channel_cq_for_a(ch);
+    return ecq && ibv_req_notify_cq(ecq, 0) == 0 ? ecq : nullptr;
+  }
   // A 16-byte Send from a (signaled) into a receive b posts for it.
   void send_a_to_b(std::uint64_t id) {
     ASSERT_EQ(post_recv(b, 1, 0, 64), 0);
@@ -505,19 +513,23 @@ TEST_F(Verbs, ACompletionChannelIsAPollableFdThatMayBeNonBlocking) {
 
 void on_alarm(int) {}
 
+// SIGALRM to on_alarm without SA_RESTART (a blocking call it interrupts fails with EINTR), the
+// previous action in `old`.
+bool catch_sigalrm(struct sigaction& old) {
+  struct sigaction sa {};
+  sa.sa_handler = on_alarm;
+  return sigaction(SIGALRM, &sa, &old) == 0;
+}
+
 // A blocking ibv_get_cq_event drives the engine while it waits; like the read() of rdma-core's
 // it ends with EINTR on a signal (qperf ends each test with SIGALRM), and the library's own
 // threads do not take the application's signals. Then it returns the event when it comes.
 TEST_F(Verbs, ABlockingGetCqEventEndsOnASignalAndReturnsTheEvent) {
-  ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
-  ASSERT_NE(ch, nullptr);
-  ibv_cq* ecq = channel_cq_for_a(ch);
+  ibv_comp_channel* ch = nullptr;
+  ibv_cq* ecq = armed_channel_cq_for_a(ch);
   ASSERT_NE(ecq, nullptr);
-  ASSERT_EQ(ibv_req_notify_cq(ecq, 0), 0);
-  struct sigaction sa {
-  }, old{};
-  sa.sa_handler = on_alarm;  // (no SA_RESTART)
-  ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);
+  struct sigaction old {};
+  ASSERT_TRUE(catch_sigalrm(old));
   itimerval t{};
   t.it_value.tv_usec = 100000;
   t.it_interval.tv_usec = 200000;  // again, should one come while this thread was not blocked
@@ -558,15 +570,11 @@ bool blocks_sigalrm(pid_t tid) {
 TEST_F(Verbs, ASignalDuringTheSpinBeforeTheSleepEndsTheWaitToo) {
   const char* spec = std::getenv("SOFTRNIC_VERBS");
   const bool long_spin = spec && std::string(spec).find("wait_spin_us=") != std::string::npos;
-  ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
-  ASSERT_NE(ch, nullptr);
-  ibv_cq* ecq = channel_cq_for_a(ch);
+  ibv_comp_channel* ch = nullptr;
+  ibv_cq* ecq = armed_channel_cq_for_a(ch);
   ASSERT_NE(ecq, nullptr);
-  ASSERT_EQ(ibv_req_notify_cq(ecq, 0), 0);
-  struct sigaction sa {
-  }, old{};
-  sa.sa_handler = on_alarm;  // (no SA_RESTART)
-  ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);
+  struct sigaction old {};
+  ASSERT_TRUE(catch_sigalrm(old));
   const pid_t me = static_cast<pid_t>(syscall(SYS_gettid));
   const pthread_t self = pthread_self();
   std::atomic<bool> returned{false};
