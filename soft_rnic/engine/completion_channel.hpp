@@ -34,8 +34,9 @@ class CompletionChannel {
 
   // What a waiter looks for happened (any thread, after the object's lock was released): wakes
   // the waiters on the channel and, when one drives the engine, the netdev. An event raised in
-  // the round this very thread drives for this channel needs no netdev wake (an eventfd write and
-  // read per message over udp): its waiter looks when the round returns.
+  // the drive of this very thread for this channel needs no netdev wake (an eventfd write and
+  // read per message over udp): the driver is told not to block (Engine::raised_here), and its
+  // waiter looks when the drive returns.
   void notify();
   // Whether this thread drives the engine as a waiter on this channel (within wait_step).
   bool driven_here() const;

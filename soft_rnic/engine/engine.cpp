@@ -99,7 +99,12 @@ bool Engine::wait_progress(std::chrono::microseconds max, std::uint64_t wakes_se
   raise_consumer_until(now + max);  // the progress thread stands back meanwhile
   // A wake() after the caller looked: its token may be gone to the progress thread (which passes
   // on only what wakes it after this thread became the driver). Run the round without blocking.
-  if (wakes_.load() == wakes_seen && !spin_before_wait(now, max, wakes_seen)) nd_.wait_rx(std::min(max, next_wait()));
+  if (wakes_.load() == wakes_seen && !spin_before_wait(now, max, wakes_seen)) {
+    // (next_wait takes the device lock, and with it posts whose completions may be what this
+    // thread waits for: raised_here)
+    const auto wait = std::min(max, next_wait());
+    if (wakes_.load() == wakes_seen) nd_.wait_rx(wait);
+  }
   {
     std::lock_guard lk(mu_);
     now = Clock::now();

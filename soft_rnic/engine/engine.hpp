@@ -46,6 +46,10 @@ class Engine {
     nd_.wake();
   }
   std::uint64_t wakes() const { return wakes_.load(); }
+  // What the driver waits for was raised in its own thread, before the wait it is about to
+  // block in (a post it took in under the device lock completed at once, as an MPA/TCP request
+  // does): it must not block. Counted as a wake, without the netdev's.
+  void raised_here() { wakes_.fetch_add(1); }
   bool progress(std::chrono::microseconds drive_for);
   bool consumer_polling() const;
   // A consumer that took completions and left some in its CQ: it polls again within

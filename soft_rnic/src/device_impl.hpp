@@ -181,7 +181,7 @@ class DeviceImpl final : public Device, public engine::Pollable, engine::DeviceL
     pollable_ = t.get();
     transport_ = std::move(t);
     waitable_ = &w;
-    engine_ = std::make_unique<engine::Engine>(w, mu_, ctx_.cfg.busy_poll, wait_spin_for(ctx_.cfg));
+    engine_ = std::make_unique<engine::Engine>(w, mu_, ctx_.cfg.busy_poll, ctx_.cfg.wait_spin);
     engine_->start(*this);
   }
 

@@ -12,11 +12,7 @@ TEST(IaParams, DefaultsAndOverrides) {
   std::string e;
   ASSERT_TRUE(params::parse_ia_params("", c, e)) << e;
   EXPECT_EQ(c.netdev.kind, "udp");
-  EXPECT_FALSE(c.wait_spin.has_value());
-  EXPECT_EQ(wait_spin_for(c).count(), 50);
-  c.wire = Wire::tcp;
-  EXPECT_EQ(wait_spin_for(c).count(), 0);  // (MPA/TCP: none unless asked)
-  c.wire = Wire::udp;
+  EXPECT_EQ(c.wait_spin, std::chrono::microseconds(50));
   EXPECT_EQ(c.netdev.port, 5041);
   ASSERT_TRUE(
       params::parse_ia_params("netdev=loopback ip=10.1.2.3,port=6000 port_fixed=1 max_datagram=1472 "

@@ -8,9 +8,12 @@
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -350,6 +353,36 @@ TEST_F(RdmaCm, ADestroyedIdTakesItsPendingEventsWithIt) {
   rdma_cm_event* e = nullptr;
   EXPECT_EQ(rdma_get_cm_event(ch, &e), -1) << "an event of a destroyed id came";
   EXPECT_EQ(errno, EAGAIN);
+}
+
+// rping's event thread is still in rdma_get_cm_event when its main thread destroys its id and
+// then the channel, and the byte of an event dropped with the id may wake it: it stays blocked,
+// as on rdma_cm's device file, and reports nothing (rping exits 255 on an error there). Each
+// round leaves its reader blocked for good.
+TEST_F(RdmaCm, AReaderStaysBlockedWhenItsChannelIsDestroyed) {
+  auto failed = std::make_shared<std::atomic<int>>(0);
+  for (int i = 0; i < 10; ++i) {
+    rdma_event_channel* c = rdma_create_event_channel();
+    ASSERT_NE(c, nullptr);
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(c, &id, nullptr, RDMA_PS_TCP), 0);
+    std::thread([c, failed] {
+      for (rdma_cm_event* e = nullptr;; rdma_ack_cm_event(e))  // (as rping's cm_thread)
+        if (rdma_get_cm_event(c, &e) != 0) {
+          failed->fetch_add(1);
+          return;
+        }
+    }).detach();
+    std::this_thread::sleep_for(20ms);  // (blocked in it by now)
+    // The event comes while the id and then the channel are destroyed (ADDR_RESOLVED is raised
+    // at once: its byte wakes the reader, which finds the event gone with the id).
+    auto src = addr(kClientIp, 0), dst = addr(kServerIp, 1);
+    ASSERT_EQ(rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst), 100), 0);
+    ASSERT_EQ(rdma_destroy_id(id), 0);
+    rdma_destroy_event_channel(c);
+    std::this_thread::sleep_for(20ms);
+    ASSERT_EQ(failed->load(), 0) << "a reader returned an error from its destroyed channel, round " << i;
+  }
 }
 
 TEST(RdmaCmChannel, AClosedChannelSaysEbadf) {

@@ -620,6 +620,74 @@ TEST_F(Verbs, ASignalDuringTheSpinBeforeTheSleepEndsTheWaitToo) {
   finish_channel_test(ecq, ch, 79);
 }
 
+// A completion raised in the waiter's own round before it sleeps: another thread's post that the
+// waiter's spin took in (the post found the device lock held) and that completed at once, as a UD
+// Send does and every request over MPA/TCP. The wait ends at once; it slept its whole 100 ms
+// chunk on it (rping over MPA/TCP took 15-20 s for 1000 pings). Under verbs_api_spin's 10 ms
+// spin nearly every post here is taken in so; a wait that took 50 ms counts as asleep on it.
+TEST_F(Verbs, AChannelWaitEndsOnACompletionItsOwnSpinRaised) {
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq* ecq = ibv_create_cq(ctx, 16, nullptr, ch, 0);
+  ASSERT_NE(ecq, nullptr);
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ecq;
+  ia.recv_cq = cq;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  ia.qp_type = IBV_QPT_UD;
+  ibv_qp* u = ibv_create_qp(pd, &ia);
+  ASSERT_NE(u, nullptr);
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_INIT;
+  at.port_num = 1;
+  at.qkey = 0x11111111;
+  ASSERT_EQ(ibv_modify_qp(u, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+  at.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(ibv_modify_qp(u, &at, IBV_QP_STATE), 0);
+  at.qp_state = IBV_QPS_RTS;
+  ASSERT_EQ(ibv_modify_qp(u, &at, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+  ibv_ah_attr aa{};
+  aa.is_global = 1;
+  aa.grh.dgid = gid;
+  aa.grh.dgid.raw[15] = 77;  // 127.0.0.77: nothing answers, no frame comes back to end the spin
+  aa.grh.sgid_index = 1;
+  aa.port_num = 1;
+  ibv_ah* ah = ibv_create_ah(pd, &aa);
+  ASSERT_NE(ah, nullptr);
+  int slow = 0;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(ibv_req_notify_cq(ecq, 0), 0);
+    std::thread waiter([&] {
+      ibv_cq* got = nullptr;
+      void* cq_ctx = nullptr;
+      if (ibv_get_cq_event(ch, &got, &cq_ctx) == 0) ibv_ack_cq_events(got, 1);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // (the waiter spins, or sleeps in the netdev)
+    ibv_sge g = sge(0, 8);
+    ibv_send_wr wr{};
+    wr.wr_id = 100 + static_cast<std::uint64_t>(i);
+    wr.sg_list = &g;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = 0x123;
+    wr.wr.ud.remote_qkey = 0x11111111;
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(post(u, wr), 0);
+    waiter.join();
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(50)) ++slow;
+    auto wc = wait(1, ecq);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].wr_id, wr.wr_id);
+  }
+  EXPECT_LE(slow, 2) << "waits slept on a completion their own round raised";
+  EXPECT_EQ(ibv_destroy_qp(u), 0);
+  EXPECT_EQ(ibv_destroy_ah(ah), 0);
+  EXPECT_EQ(ibv_destroy_cq(ecq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
 TEST_F(Verbs, ASolicitedOnlyArmingWakesForASolicitedSendOnly) {
   ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
   ASSERT_NE(ch, nullptr);

@@ -25,15 +25,49 @@ EventChannel* new_channel() {
 }
 
 void free_channel(EventChannel* c) {
-  for (Event* e : c->q) delete e;
+  {
+    std::lock_guard lk(c->mu);
+    for (Event* e : c->q) delete e;
+    c->q.clear();
+    // A thread still in rdma_get_cm_event (rping's event thread when its main thread ends)
+    // stays blocked, as on rdma_cm's device file, instead of waking to an error the program
+    // would report (rping exits 255 on it): the channel stays whole for it, and the last such
+    // thread to leave frees it (leave_channel).
+    if (c->readers > 0) {
+      c->destroyed = true;
+      return;
+    }
+  }
   ::close(c->ch.fd);
-  // A thread still blocked in rdma_get_cm_event (rping's event thread when its main thread
-  // ends) stays blocked, as on rdma_cm's device file, instead of waking to an error the
-  // program would report: the write end stays open for it (and its struct is not freed).
-  if (c->readers.load() != 0) return;
   ::close(c->wr);
   delete c;
 }
+
+namespace {
+
+// A thread enters rdma_get_cm_event on `c`.
+void enter_channel(EventChannel* c) {
+  std::lock_guard lk(c->mu);
+  c->readers++;
+}
+
+// It leaves: the channel is freed if it was destroyed meanwhile and this was the last one in.
+void leave_channel(EventChannel* c) {
+  {
+    std::lock_guard lk(c->mu);
+    if (--c->readers > 0 || !c->destroyed) return;
+  }
+  c->destroyed = false;
+  free_channel(c);
+}
+
+// A thread in rdma_get_cm_event on a channel destroyed meanwhile, woken by the byte of an event
+// dropped with its id: blocked for good, as a read of rdma_cm's device file would be.
+[[noreturn]] void block_for_good() {
+  for (;;) ::pause();
+}
+
+}  // namespace
 
 void post(EventChannel* c, Event* e) {
   if (e->pd.empty()) {
@@ -135,15 +169,22 @@ void rdma_destroy_event_channel(rdma_event_channel* channel) {
 int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   if (!channel || !event) return fail(EINVAL);
   auto* c = reinterpret_cast<EventChannel*>(channel);
+  enter_channel(c);
+  const struct Leave {
+    EventChannel* c;
+    ~Leave() { leave_channel(c); }
+  } leave{c};
   for (;;) {
     char b;
-    c->readers++;
     const ssize_t r = ::read(c->ch.fd, &b, 1);
-    c->readers--;
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return -1;  // (EAGAIN on a non-blocking channel, EBADF on a closed one)
     if (r == 0) return fail(EBADF);
-    std::lock_guard lk(c->mu);
+    std::unique_lock lk(c->mu);
+    if (c->destroyed) {
+      lk.unlock();  // (an id left alive may still post to it)
+      block_for_good();
+    }
     if (c->q.empty()) continue;  // the event of an id destroyed meanwhile
     *event = &c->q.front()->ev;
     c->q.pop_front();

@@ -33,7 +33,8 @@ struct EventChannel {
   int wr = -1;
   std::mutex mu;
   std::deque<Event*> q;
-  std::atomic<int> readers{0};  // threads blocked in rdma_get_cm_event on it
+  int readers = 0;         // threads in rdma_get_cm_event on it (under mu)
+  bool destroyed = false;  // rdma_destroy_event_channel came while readers were in (under mu)
 };
 
 EventChannel* new_channel();  // nullptr and errno on failure

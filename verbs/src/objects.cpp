@@ -59,8 +59,11 @@ void cq_notify(VCq* v) {
   if (ch->waiter->driven_here()) {
     // Raised in the round of the very thread that waits for it in ibv_get_cq_event: handed over
     // without the pipe's write and read (two system calls per message on a blocking ping-pong).
-    std::lock_guard lk(ch->mu);
-    ch->direct.push_back(cq);
+    {
+      std::lock_guard lk(ch->mu);
+      ch->direct.push_back(cq);
+    }
+    ch->waiter->notify();  // (the drive must not block now: CompletionChannel::notify)
     return;
   }
   to_pipe(ch, cq);

@@ -118,9 +118,8 @@ struct DeviceConfig {
   AllocPolicy alloc_policy = AllocPolicy::arrival;   // for SRQ QPs
   bool busy_poll = false;                            // progress thread spins instead of sleeping
   // A consumer's blocking wait (dat_evd_wait, ibv_get_cq_event) polls the netdev this long
-  // before it sleeps in the kernel (engine::Engine::wait_progress). 0: it sleeps at once. Unset:
-  // kDefaultWaitSpin on the datagram wires, 0 on MPA/TCP (wait_spin_for).
-  std::optional<std::chrono::microseconds> wait_spin;
+  // before it sleeps in the kernel (engine::Engine::wait_progress). 0: it sleeps at once.
+  std::chrono::microseconds wait_spin{50};
   // wire udp: posts to a QP with others outstanding, made while a consumer drives the engine (it
   // polls, or came back from a wait), wait for the doorbell: its next engine round, or 32 of
   // them, sends them together (one system call for a run of frames). false: each post
@@ -135,15 +134,6 @@ struct DeviceConfig {
   // after this long, even when the caller's timeout is longer.
   std::chrono::milliseconds connect_no_answer{10000};
 };
-
-// A blocking wait's spin before it sleeps, unless wait_spin_us says: 50 us on the datagram wires.
-// MPA/TCP takes none: with a spin, rping -C 1000 -S 64 over MPA/TCP stalled for milliseconds at a
-// time in 2 of 3 runs (7-17 s in all, against 0.2-0.6 s; its CPU time stayed at 0.6 s: a wait
-// that sleeps on work not yet sent, not found yet).
-inline constexpr std::chrono::microseconds kDefaultWaitSpin{50};
-inline std::chrono::microseconds wait_spin_for(const DeviceConfig& c) {
-  return c.wait_spin.value_or(c.wire == Wire::tcp ? std::chrono::microseconds(0) : kDefaultWaitSpin);
-}
 
 struct Pd;
 struct Mr;
