@@ -100,6 +100,7 @@ class UdpNetdev final : public Netdev {
     }
   }
   ~UdpNetdev() override {
+    if (fd_ >= 0 && !socket_.is_open()) ::close(fd_);  // (else open() failed, and Asio still owns it)
     for (std::size_t i = 0; i < npeers_; ++i) ::close(peers_[i].fd);
     for (const auto& [port, fd] : src_socks_) ::close(fd);
     if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -130,7 +131,7 @@ class UdpNetdev final : public Netdev {
     }
     socket_.non_blocking(true, ec);
     const int want = static_cast<int>(cfg.socket_buffer);
-    const int fd = socket_.native_handle();
+    const int fd = fd_ = socket_.native_handle();
     set_buffers(fd, want);
     int got = 0;
     socklen_t gl = sizeof got;
@@ -188,6 +189,13 @@ class UdpNetdev final : public Netdev {
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) {
       error = std::string("udp netdev: eventfd: ") + std::strerror(errno);
+      return false;
+    }
+    // The socket leaves Asio (which made and bound it): Asio's reactor had it in an epoll set
+    // that nothing waits on, and each datagram that came ran that set's callback.
+    socket_.release(ec);
+    if (ec) {
+      error = "udp netdev: cannot take the socket from Asio: " + ec.message();
       return false;
     }
     return true;
@@ -253,7 +261,7 @@ class UdpNetdev final : public Netdev {
     const int fd = next_rx_fd();
     bool& ancillary = ancillary_of(fd);
     const std::size_t got = ancillary ? receive_gro(fd, out.first(n), ancillary) : receive(fd, out.first(n));
-    if (drain_main_ && got == 0 && fd == socket_.native_handle()) drain_main_ = false;
+    if (drain_main_ && got == 0 && fd == fd_) drain_main_ = false;
     return got;
   }
 
@@ -315,7 +323,7 @@ class UdpNetdev final : public Netdev {
       peers_[i] = peers_[--npeers_];
     }
     std::lock_guard lk(poll_mu_);
-    poll_fds_.assign({socket_.native_handle()});
+    poll_fds_.assign({fd_});
     for (std::size_t k = 0; k < npeers_; ++k) poll_fds_.push_back(peers_[k].fd);
     ready_.store(0, std::memory_order_relaxed);
     wake();  // a wait_rx in progress polls the new set
@@ -361,7 +369,7 @@ class UdpNetdev final : public Netdev {
   void set_gro(bool on) {
     if (!gro_ || gro_on_ == on || (!on && gso_pairs_)) return;
     const int v = on ? 1 : 0;
-    if (::setsockopt(socket_.native_handle(), IPPROTO_UDP, UDP_GRO, &v, sizeof v) != 0) {
+    if (::setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &v, sizeof v) != 0) {
       if (on) gro_ = false;  // the kernel has no UDP_GRO: receive() as before (nothing was coalesced)
       return;                // (turning it off failed: it stays on, reads keep the ancillary data)
     }
@@ -458,7 +466,7 @@ class UdpNetdev final : public Netdev {
   // dropped), 0 when the socket is full, -1 when the kernel refuses GSO (turned off for this
   // netdev).
   int send_gso(std::span<const TxFrame> f, const Peer* peer, int fd) {
-    if (fd < 0) fd = peer ? peer->fd : socket_.native_handle();
+    if (fd < 0) fd = peer ? peer->fd : fd_;
     std::array<iovec, kMaxFrameIov * kMaxGsoSegments> iov;
     std::size_t niov = 0, bytes = 0;
     // Linux gives the k-th datagram of the send IP ID k (DF, unconnected socket: dont_fragment).
@@ -514,7 +522,7 @@ class UdpNetdev final : public Netdev {
   // reason (an ICMP error from an earlier datagram) counts as dropped and as gone: the
   // reliability layer above retransmits.
   std::size_t send_mmsg(std::span<const TxFrame> fs, const Peer* peer, int fd) {
-    if (fd < 0) fd = peer ? peer->fd : socket_.native_handle();
+    if (fd < 0) fd = peer ? peer->fd : fd_;
     const std::size_t n = std::min(fs.size(), kBurst);
     // Only the n entries in use are set up (zeroing all kBurst of them cost ~4 KB of memset
     // per datagram on the latency path).
@@ -557,7 +565,7 @@ class UdpNetdev final : public Netdev {
   }
 
   bool send_one(const TxFrame& f, const Peer* peer, int fd_override = -1) {
-    const int fd = fd_override >= 0 ? fd_override : peer ? peer->fd : socket_.native_handle();
+    const int fd = fd_override >= 0 ? fd_override : peer ? peer->fd : fd_;
     const sockaddr_in dst = to_sockaddr(f.to);
     const auto* name = peer ? nullptr : reinterpret_cast<const sockaddr*>(&dst);
     const socklen_t namelen = peer ? 0 : sizeof dst;
@@ -618,15 +626,15 @@ class UdpNetdev final : public Netdev {
 
   // The socket rx_burst reads: one wait_rx found readable, else the next in turn.
   int next_rx_fd() {
-    if (npeers_ == 0 || drain_main_) return socket_.native_handle();
+    if (npeers_ == 0 || drain_main_) return fd_;
     if (std::uint32_t ready = ready_.load(std::memory_order_relaxed)) {
       const int i = __builtin_ctz(ready);
       ready_.fetch_and(~(1u << i), std::memory_order_relaxed);
-      if (i == 0) return socket_.native_handle();
+      if (i == 0) return fd_;
       if (static_cast<std::size_t>(i) <= npeers_) return peers_[static_cast<std::size_t>(i) - 1].fd;
     }
     const std::uint32_t turn = rx_turn_++;
-    if (turn % kMainEvery == 0) return socket_.native_handle();
+    if (turn % kMainEvery == 0) return fd_;
     return peers_[turn % npeers_].fd;
   }
 
@@ -782,7 +790,8 @@ class UdpNetdev final : public Netdev {
 
   std::size_t rx_buffer_ = 0;
   asio::io_context io_;
-  udp::socket socket_;
+  udp::socket socket_;  // makes and binds the main socket (open), then lets go of it: fd_
+  int fd_ = -1;
   std::size_t max_dgram_;
   NetAddr local_{};
   int wake_fd_ = -1;
