@@ -19,10 +19,18 @@ class Holding final : public HoldingNetdev {
   std::size_t rx_burst(std::span<RxFrame> out) override { return inner_->rx_burst(out); }
   void wait_rx(std::chrono::microseconds t) override { inner_->wait_rx(t); }
   void wake() override { inner_->wake(); }
-  void peer_hint(NetAddr peer, bool up) override { inner_->peer_hint(peer, up); }
+  // (Under mu_, as every send of the inner netdev: release() sends from the caller's thread, and
+  // these change what a send looks up.)
+  void peer_hint(NetAddr peer, bool up) override {
+    std::lock_guard lk(mu_);
+    inner_->peer_hint(peer, up);
+  }
   bool errors_pending() const override { return inner_->errors_pending(); }
   std::size_t unreachable(std::span<Unreachable> out) override { return inner_->unreachable(out); }
-  std::uint16_t source_port(std::uint16_t wanted) override { return inner_->source_port(wanted); }
+  std::uint16_t source_port(std::uint16_t wanted) override {
+    std::lock_guard lk(mu_);
+    return inner_->source_port(wanted);
+  }
 
   std::size_t tx_burst(std::span<const TxFrame> frames) override {
     std::lock_guard lk(mu_);

@@ -105,10 +105,18 @@ class ImpairedNetdev final : public Netdev {
   }
 
   void wake() override { inner_->wake(); }
-  void peer_hint(NetAddr peer, bool up) override { inner_->peer_hint(peer, up); }
+  // (Under mu_, as every send of the inner netdev: the thread in wait_rx sends held frames beside
+  // the engine, and these change what a send looks up: its peers' and source ports' sockets.)
+  void peer_hint(NetAddr peer, bool up) override {
+    std::lock_guard lk(mu_);
+    inner_->peer_hint(peer, up);
+  }
   bool errors_pending() const override { return inner_->errors_pending(); }
   std::size_t unreachable(std::span<Unreachable> out) override { return inner_->unreachable(out); }
-  std::uint16_t source_port(std::uint16_t wanted) override { return inner_->source_port(wanted); }
+  std::uint16_t source_port(std::uint16_t wanted) override {
+    std::lock_guard lk(mu_);
+    return inner_->source_port(wanted);
+  }
 
  private:
   struct Held {

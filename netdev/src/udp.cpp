@@ -329,11 +329,13 @@ class UdpNetdev final : public Netdev {
     wake();  // a wait_rx in progress polls the new set
   }
 
-  bool errors_pending() const override { return !errors_.empty(); }
+  bool errors_pending() const override { return errors_n_.load(std::memory_order_relaxed) != 0; }
   std::size_t unreachable(std::span<Unreachable> out) override {
+    std::lock_guard lk(errors_mu_);
     const std::size_t n = std::min(out.size(), errors_.size());
     std::copy_n(errors_.begin(), n, out.begin());
     errors_.erase(errors_.begin(), errors_.begin() + static_cast<std::ptrdiff_t>(n));
+    errors_n_.store(errors_.size(), std::memory_order_relaxed);
     return n;
   }
 
@@ -616,10 +618,12 @@ class UdpNetdev final : public Netdev {
         sock_extended_err ee;
         std::memcpy(&ee, CMSG_DATA(c), sizeof ee);
         if (ee.ee_origin != SO_EE_ORIGIN_ICMP || ee.ee_type != 3) continue;  // destination unreachable
-        if (errors_.size() >= kMaxErrors) continue;
         // code 3: port unreachable; 0, 1 (net, host) and the rest: no way there
-        Unreachable u{from_sockaddr(dst), ee.ee_code == 3};
+        const Unreachable u{from_sockaddr(dst), ee.ee_code == 3};
+        std::lock_guard lk(errors_mu_);
+        if (errors_.size() >= kMaxErrors) continue;
         if (std::find(errors_.begin(), errors_.end(), u) == errors_.end()) errors_.push_back(u);
+        errors_n_.store(errors_.size(), std::memory_order_relaxed);
       }
     }
   }
@@ -841,7 +845,11 @@ class UdpNetdev final : public Netdev {
   std::mutex poll_mu_;                   // poll_fds_: read by wait_rx, which runs beside the rest
   std::vector<int> poll_fds_;
   static constexpr std::size_t kMaxErrors = 64;
-  std::vector<Unreachable> errors_;  // ICMP reports for the engine (rx/tx thread only)
+  // ICMP reports for the engine. Under errors_mu_: a send may read them in (drain_errors) beside a
+  // receive, as the impairment decorator sends held frames from the thread in its wait_rx.
+  std::vector<Unreachable> errors_;
+  std::mutex errors_mu_;
+  std::atomic<std::size_t> errors_n_{0};  // errors_.size(), read without the lock
 };
 
 }  // namespace

@@ -21,6 +21,7 @@ EventChannel* new_channel() {
   }
   c->ch.fd = fds[0];
   c->wr = fds[1];
+  ::fcntl(c->wr, F_SETFL, O_NONBLOCK);  // (post() never blocks: see owed)
   return c;
 }
 
@@ -79,17 +80,20 @@ void post(EventChannel* c, Event* e) {
   std::lock_guard lk(c->mu);
   c->q.push_back(e);
   const char b = 'e';
-  // (A full pipe holds 64 KiB of events nobody reads: the queue keeps them all the same.)
-  [[maybe_unused]] const auto w = ::write(c->wr, &b, 1);
+  // A full pipe (64 KiB of events nobody reads, as a flood of connection requests to a listener
+  // that does not take them would leave) must not block the engine that posts: the byte is
+  // owed, and the reader writes it once it has made room (rdma_get_cm_event).
+  if (::write(c->wr, &b, 1) != 1) c->owed++;
 }
 
 void drop_events_of(EventChannel* c, const rdma_cm_id* id) {
   std::lock_guard lk(c->mu);
-  std::erase_if(c->q, [id](Event* e) {
+  const std::size_t dropped = std::erase_if(c->q, [id](Event* e) {
     if (e->ev.id != id) return false;
     delete e;
     return true;
   });
+  c->owed -= std::min(c->owed, dropped);  // (bytes not owed for events gone)
 }
 
 namespace {
@@ -182,12 +186,15 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     if (r == 0) return fail(EBADF);
     std::unique_lock lk(c->mu);
     if (c->destroyed) {
-      lk.unlock();  // (an id left alive may still post to it)
+      lk.unlock();  // (not held while it blocks)
+      // (A non-blocking reader says there is nothing, as it would before the next event.)
+      if (::fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) return fail(EAGAIN);
       block_for_good();
     }
     if (c->q.empty()) continue;  // the event of an id destroyed meanwhile
     *event = &c->q.front()->ev;
     c->q.pop_front();
+    if (c->owed > 0 && ::write(c->wr, &b, 1) == 1) c->owed--;  // (the byte this read made room for)
     Id* d = id_of((*event)->id);
     std::lock_guard el(d->ev_mu);
     d->unacked++;

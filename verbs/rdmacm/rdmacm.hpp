@@ -35,6 +35,7 @@ struct EventChannel {
   std::deque<Event*> q;
   int readers = 0;         // threads in rdma_get_cm_event on it (under mu)
   bool destroyed = false;  // rdma_destroy_event_channel came while readers were in (under mu)
+  std::size_t owed = 0;    // events queued whose byte the full pipe did not take (under mu)
 };
 
 EventChannel* new_channel();  // nullptr and errno on failure

@@ -15,7 +15,7 @@
 //   max_datagram=N        largest datagram (default: 65000 on 127/8, 1472 elsewhere)
 //   busy_poll=0|1         progress thread spins instead of sleeping (default 0)
 //   wait_spin_us=N        a blocking wait (dat_evd_wait, ibv_get_cq_event) polls this long before
-//                         it sleeps in the kernel (0..10000; default 50, on wire=tcp 0)
+//                         it sleeps in the kernel (0..10000; default 50)
 //   batch_posts=0|1       posts made while the consumer polls go out together at its next poll (default 1)
 //   min_rto_us=N          retransmission timeout floor in microseconds (default 5000)
 //   retry_limit=N         retransmissions before the connection breaks (default 12)
