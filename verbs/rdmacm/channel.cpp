@@ -58,8 +58,7 @@ void leave_channel(EventChannel* c) {
     std::lock_guard lk(c->mu);
     if (--c->readers > 0 || !c->destroyed) return;
   }
-  c->destroyed = false;
-  free_channel(c);
+  free_channel(c);  // (no reader left: it frees now)
 }
 
 // A thread in rdma_get_cm_event on a channel destroyed meanwhile, woken by the byte of an event

@@ -59,15 +59,12 @@ void cq_notify(VCq* v) {
   if (ch->waiter->driven_here()) {
     // Raised in the round of the very thread that waits for it in ibv_get_cq_event: handed over
     // without the pipe's write and read (two system calls per message on a blocking ping-pong).
-    {
-      std::lock_guard lk(ch->mu);
-      ch->direct.push_back(cq);
-    }
-    ch->waiter->notify();  // (the drive must not block now: CompletionChannel::notify)
-    return;
+    std::lock_guard lk(ch->mu);
+    ch->direct.push_back(cq);
+  } else {
+    to_pipe(ch, cq);
   }
-  to_pipe(ch, cq);
-  ch->waiter->notify();
+  ch->waiter->notify();  // (for a direct one too: the drive must not block now, CompletionChannel::notify)
 }
 
 }  // namespace
