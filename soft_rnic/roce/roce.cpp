@@ -383,14 +383,14 @@ void Roce::flush_tx() {
 // that ACK is here: the peer sent it behind the request we received, in the same system call,
 // but a round may read one datagram (the netdev reads one, then a burst) or run between the
 // two. So while requests of ours wait for their ACK the owed one waits too (at most
-// kAckHoldMax), and a round that receives frames holds it once more (kAckHoldRounds). The
+// roce_ack_hold), and a round that receives frames holds it once more (kAckHoldRounds). The
 // next round follows at once (next_wait).
 void Roce::flush_acks(bool received) {
   std::optional<Clock::time_point> now;
   const auto awaits_own_ack = [&](const RoceQp& s) {
     if (s.asked_to <= s.una_psn) return false;  // (nothing of ours asked for an ACK)
     if (!now) now = Clock::now();
-    return *now - s.ack_owed_at < kAckHoldMax;
+    return *now - s.ack_owed_at < ctx_.cfg.roce_ack_hold;
   };
   std::size_t keep = 0;
   for (Qp* qp : ack_list_) {

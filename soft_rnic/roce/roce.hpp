@@ -434,10 +434,9 @@ class Roce final : public Transport, public engine::Pollable {
     std::vector<std::uint8_t> gathered;
   };
   static constexpr std::size_t kTxBatch = 32;
-  // The rounds an owed ACK waits at most for a packet of ours to go with (flush_acks), and the
-  // longest it waits while our own requests wait for the peer's ACK.
+  // The rounds an owed ACK waits at most for a packet of ours to go with (flush_acks); while our
+  // own requests wait for the peer's ACK it waits up to DeviceConfig::roce_ack_hold.
   static constexpr std::uint8_t kAckHoldRounds = 2;
-  static constexpr std::chrono::microseconds kAckHoldMax{20};
   std::array<TxSlot, kTxBatch> tx_slots_;
   std::array<netdev::TxFrame, kTxBatch> tx_batch_;
   std::size_t tx_n_ = 0;

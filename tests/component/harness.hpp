@@ -68,6 +68,36 @@ class ForwardingNetdev : public netdev::Netdev {
   std::unique_ptr<netdev::Netdev> inner_;
 };
 
+// The same for a byte-stream netdev (MPA/TCP).
+class ForwardingStreamNetdev : public netdev::StreamNetdev {
+ public:
+  explicit ForwardingStreamNetdev(std::unique_ptr<netdev::StreamNetdev> inner) : inner_(std::move(inner)) {}
+  void wait_rx(std::chrono::microseconds t) override { inner_->wait_rx(t); }
+  void wake() override { inner_->wake(); }
+  std::uint32_t local_ip() const override { return inner_->local_ip(); }
+  std::uint16_t listen(std::uint16_t port, std::string& error) override { return inner_->listen(port, error); }
+  void stop_listen(std::uint16_t port) override { inner_->stop_listen(port); }
+  netdev::StreamId connect(netdev::NetAddr to, std::string& error) override { return inner_->connect(to, error); }
+  std::ptrdiff_t write(netdev::StreamId id, std::span<const std::span<const std::uint8_t>> pieces) override {
+    return inner_->write(id, pieces);
+  }
+  std::ptrdiff_t read(netdev::StreamId id, std::span<std::uint8_t> buf) override { return inner_->read(id, buf); }
+  void want_writable(netdev::StreamId id) override { inner_->want_writable(id); }
+  void hold_reads(netdev::StreamId id, bool hold) override { inner_->hold_reads(id, hold); }
+  void close(netdev::StreamId id, bool abort) override { inner_->close(id, abort); }
+  std::size_t events(std::span<netdev::StreamEvent> out) override { return inner_->events(out); }
+  std::size_t mss(netdev::StreamId id) const override { return inner_->mss(id); }
+  void spin_read(netdev::StreamId id) override { inner_->spin_read(id); }
+  bool keepalive(netdev::StreamId id, std::chrono::milliseconds idle, std::chrono::milliseconds interval,
+                 int probes) override {
+    return inner_->keepalive(id, idle, interval, probes);
+  }
+  netdev::NetdevStats stats() const override { return inner_->stats(); }
+
+ protected:
+  std::unique_ptr<netdev::StreamNetdev> inner_;
+};
+
 // A device whose netdev (made from cfg.netdev) can hold what it sends: `hold` is set to it.
 inline std::unique_ptr<Device> open_holding(const DeviceConfig& cfg, netdev::HoldingNetdev*& hold, std::string& e) {
   auto inner = netdev::make_netdev(cfg.netdev, e);

@@ -125,6 +125,11 @@ struct DeviceConfig {
   // them, sends them together (one system call for a run of frames). false: each post
   // transmits at once.
   bool batch_posts = true;
+  // wire roce: the longest an ACK we owe waits, while requests of ours wait for the peer's ACK,
+  // for our reply to ride behind (Roce::flush_acks): a ping-pong's reply is posted within a
+  // round or two of that ACK. A build that runs rounds several times slower (ThreadSanitizer)
+  // needs more for the same rounds.
+  std::chrono::microseconds roce_ack_hold{20};
   // Liveness of a connection: after `keepalive_idle` without a frame from the peer (0: never),
   // a probe every `keepalive_interval`; `keepalive_probes` unanswered ones break the connection.
   std::chrono::milliseconds keepalive_idle{5000};
