@@ -363,7 +363,11 @@ void Rudp::retransmit_due(Qp& qp, Clock::time_point now) {
       break;
     }
     f.retransmitted = true;
-    f.sent = now;
+    // (Stamped as it leaves, not with the round's `now`: that was read when the round began, and
+    // frames the round's acks let go, stamped since, leave ahead of this one. RACK reads the
+    // stamps as the order frames went out in: a resend stamped before frames it followed would be
+    // declared lost again when their acks came first.)
+    f.sent = Clock::now();
     resent = true;
     transmit(qp, f);
     if (c.local_error) break;

@@ -806,7 +806,9 @@ TEST_F(HoldingASmallWindowPair, AHoleBeingRepairedDoesNotStopTheFramesBehindIt) 
   }
   b.dev->qp_counters(b.qp);  // orders the read below after b's placements
   EXPECT_EQ(0, std::memcmp(a.buf.data(), b.buf.data(), kN * kLen));
-  EXPECT_EQ(b.dev->qp_counters(b.qp).rx_duplicates, 0u) << "nothing was sent twice that had arrived";
+  const QpCounters ca = a.dev->qp_counters(a.qp);
+  EXPECT_EQ(b.dev->qp_counters(b.qp).rx_duplicates, 0u) << "nothing was sent twice that had arrived: " << ca.retransmits
+                                                        << " retransmissions, " << ca.rack_retransmits << " by RACK";
 }
 
 TEST_F(HoldingPair, GracefulDisconnectSendsWaitingRequestsFirst) {
