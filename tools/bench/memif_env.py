@@ -53,13 +53,14 @@ class MemifSoftrnic:
     def __init__(self, build, softrnic_cls):
         self.inner = softrnic_cls(build, label=self.label)
 
-    def run(self, test, size, iters, window=16, poll="busy", timeout=120):
+    def run(self, test, size, iters, window=16, poll="busy", timeout=120, wait_send=False):
         with _Run() as r:
             srv, cli = _specs(r.dir, r.tag)
             self.inner.server_env = dict(self.inner.env, SOFTRNIC_NETDEV=srv)
             self.inner.client_env = dict(self.inner.env, SOFTRNIC_NETDEV=cli)
             # Over memif the first few hundred round trips are slow (tens of us): a longer warm-up.
-            return self.inner.run(test, size, iters, window=window, poll=poll, timeout=timeout, warmup=2000)
+            return self.inner.run(test, size, iters, window=window, poll=poll, timeout=timeout, warmup=2000,
+                                  wait_send=wait_send)
 
 
 def run_netdev_pingpong(build, server_spec, client_spec, size, iters, peer=None, timeout=60):
@@ -90,6 +91,29 @@ def netdev_pingpong(build, size, iters, timeout=60):
     with _Run() as r:
         srv, cli = _specs(r.dir, r.tag)
         return run_netdev_pingpong(build, srv, cli, size, iters, peer=f"{SERVER_IP}:5041", timeout=timeout)
+
+
+def perftest_lat(build, size, iters, peers_mod, prog="ib_send_lat"):
+    """perftest's latency test, unmodified, over softrnic's libibverbs with a RoCEv2 device on each
+    end of a memif pair (SOFTRNIC_VERBS); its own exchange goes over kernel TCP on 127.0.0.1."""
+    with _Run() as r:
+        srv, cli = _specs(r.dir, r.tag)
+        got = peers_mod.perftest_lat(build, size, iters, prog, verbs=("wire=roce " + srv, "wire=roce " + cli))
+        if got is None:
+            raise RuntimeError(f"{prog} over memif failed (peers.py said why)")
+        return got
+
+
+def ucx_lat(build, test, size, iters, peers_mod):
+    """ucx_perftest's `test` ("am_lat": UCT over rc_verbs; "tag_lat": UCP) over softrnic's libibverbs
+    with a RoCEv2 device on each end of a memif pair; UCX's wire-up goes over kernel TCP."""
+    with _Run() as r:
+        srv, cli = _specs(r.dir, r.tag)
+        fn = peers_mod.ucx_am_lat if test == "am_lat" else peers_mod.ucx_tag_lat
+        got = fn(size, iters, build, verbs=("wire=roce " + srv, "wire=roce " + cli))
+        if got is None:
+            raise RuntimeError(f"ucx {test} over memif failed (peers.py said why)")
+        return got
 
 
 def stack(build, softrnic_cls):

@@ -296,18 +296,23 @@ def _warmup(iters):
 # --- UCX: ucx_perftest over the tcp transport ------------------------------------------------------------
 
 
-def _ucx(test, size, iters, build_dir=None, extra=()):
+def _ucx(test, size, iters, build_dir=None, extra=(), verbs=None):
     """ucx_perftest over UCX's tcp transport, or (build_dir given) over softrnic: UCX's "rc" (rc_verbs,
-    ud_verbs for the wire-up) on softrnic's libibverbs through build/bin/softrnic_run."""
+    ud_verbs for the wire-up) on softrnic's libibverbs through build/bin/softrnic_run (`verbs`: the
+    server's and the client's SOFTRNIC_VERBS, else the default device)."""
     what = f"ucx {test}(size={size})"
     if not os.access(UCX_PERFTEST, os.X_OK):
         return _why("ucx", f"{UCX_PERFTEST} not installed (Debian package ucx-utils)")
-    launch, env = [], UCX_ENV
+    srv_launch = cli_launch = []
+    env = UCX_ENV
     if build_dir:
         run = os.path.join(build_dir, "bin", "softrnic_run")
         if not os.access(run, os.X_OK):
             return _why("ucx on softrnic", f"{run} not built")
-        launch, env = [run, "--"], UCX_SOFTRNIC_ENV
+        srv_spec, cli_spec = verbs or (None, None)
+        srv_launch = [run] + (["--verbs", srv_spec] if srv_spec else []) + ["--"]
+        cli_launch = [run] + (["--verbs", cli_spec] if cli_spec else []) + ["--"]
+        env = UCX_SOFTRNIC_ENV
     try:
         port = _free_port()
     except OSError as e:
@@ -316,8 +321,8 @@ def _ucx(test, size, iters, build_dir=None, extra=()):
     # overall_mr). -w: the same warm-up as softrnic_udp_peer's (ucx_perftest's default is 10000 iterations).
     # The server takes its test parameters from the client.
     warmup = _warmup(iters)
-    server = launch + [UCX_PERFTEST, "-p", str(port)]
-    client = launch + [UCX_PERFTEST, "127.0.0.1", "-p", str(port), "-t", test, "-s", str(size), "-n", str(iters),
+    server = srv_launch + [UCX_PERFTEST, "-p", str(port)]
+    client = cli_launch + [UCX_PERFTEST, "127.0.0.1", "-p", str(port), "-t", test, "-s", str(size), "-n", str(iters),
                        "-w", str(warmup), "-f", "-v"] + list(extra)
 
     def parse(c, s):
@@ -339,12 +344,12 @@ def _ucx(test, size, iters, build_dir=None, extra=()):
     return _finish(_client_server(what, server, client, env, port), parse)
 
 
-def ucx_tag_lat(size, iters, build_dir=None):
+def ucx_tag_lat(size, iters, build_dir=None, verbs=None):
     """UCP tag-matching ping-pong. ucx_perftest's latency of a ping-pong test is ONE-WAY: it divides the
     round trip by 2 (libperf ucx_perf_calc_result, factor 2.0 for UCX_PERF_TEST_TYPE_PINGPONG). Its "typical"
     figure is the percentile (-R, default 50) of the last iterations' times (a 2048-entry queue). Returned
     here as round trips: median_us = 2 * typical, mean_us = 2 * overall average (whole run after warm-up)."""
-    r = _ucx("tag_lat", size, iters, build_dir)
+    r = _ucx("tag_lat", size, iters, build_dir, verbs=verbs)
     if r is None:
         return None
     return {"median_us": 2 * r["typical_lat_us"], "mean_us": 2 * r["overall_lat_us"], "iters": r["iters"],
@@ -352,12 +357,12 @@ def ucx_tag_lat(size, iters, build_dir=None):
             "server_cpu_us": r["server_cpu_us"], "one_way_typical_us": r["typical_lat_us"]}
 
 
-def ucx_am_lat(size, iters, build_dir=None):
+def ucx_am_lat(size, iters, build_dir=None, verbs=None):
     """UCT active-message ping-pong (ucx_perftest am_lat) on one transport: UCX's tcp on lo, or (build_dir
     given) rc_verbs on softrnic's default device. -D bcopy: rc_verbs' short messages stop at 63 bytes
     here (its inline size). Round trips, as ucx_tag_lat."""
     uct = ["-d", "softrnic_roce0:1", "-x", "rc_verbs"] if build_dir else ["-d", "lo", "-x", "tcp"]
-    r = _ucx("am_lat", size, iters, build_dir, uct + ["-D", "bcopy"])
+    r = _ucx("am_lat", size, iters, build_dir, uct + ["-D", "bcopy"], verbs)
     if r is None:
         return None
     return {"median_us": 2 * r["typical_lat_us"], "mean_us": 2 * r["overall_lat_us"], "iters": r["iters"],
@@ -388,10 +393,11 @@ def ucx_put_bw(size, iters, build_dir=None):
 # --- perftest over softrnic's libibverbs.so.1 (the verbs door, docs/verbs.md) -------------------------
 
 
-def _perftest(build_dir, prog, size, iters, extra=(), cm=False):
+def _perftest(build_dir, prog, size, iters, extra=(), cm=False, verbs=None):
     """One perftest 4.5 program, server and client, unmodified, over softrnic's libibverbs (its launcher
-    build/bin/softrnic_run; the default device, RoCEv2 on 127.0.0.x, GID index 1). The numbers of its one
-    result line (after "#bytes #iterations"), or None."""
+    build/bin/softrnic_run; the default device, RoCEv2 on 127.0.0.x, GID index 1; `verbs`: the server's
+    and the client's SOFTRNIC_VERBS instead). The numbers of its one result line (after "#bytes
+    #iterations"), or None."""
     what = f"{prog}(size={size})"
     run = os.path.join(build_dir, "bin", "softrnic_run")
     if not os.access(run, os.X_OK):
@@ -404,8 +410,9 @@ def _perftest(build_dir, prog, size, iters, extra=(), cm=False):
         return _why(what, str(e))
     # -R (cm): the exchange and the data QP through rdma_cm (softrnic's librdmacm), else -x 1: the
     # IPv4 GID and the QPs connected out of band
-    base = [run, "--", prog] + (["-R"] if cm else ["-x", "1"]) + ["-s", str(size), "-n", str(iters), "-p", str(port),
-                                                                 "-F"] + list(extra)
+    args = [prog] + (["-R"] if cm else ["-x", "1"]) + ["-s", str(size), "-n", str(iters), "-p", str(port), "-F"]
+    srv, cli = verbs or (None, None)
+    launch = (lambda spec: [run] + (["--verbs", spec] if spec else []) + ["--"] + args + list(extra))
 
     def parse(c, s):
         for line in c.text().splitlines():
@@ -417,13 +424,14 @@ def _perftest(build_dir, prog, size, iters, extra=(), cm=False):
                     continue
         return _why(what, f"no result line in the output: {c.tail()}")
 
-    return _finish(_client_server(what, base, base + ["127.0.0.1"], None, port, 1.0 if cm else None), parse)
+    return _finish(_client_server(what, launch(srv), launch(cli) + ["127.0.0.1"], None, port, 1.0 if cm else None),
+                   parse)
 
 
-def perftest_lat(build_dir, size, iters, prog="ib_send_lat", cm=False):
+def perftest_lat(build_dir, size, iters, prog="ib_send_lat", cm=False, verbs=None):
     """perftest's latency test. Its figures are ONE-WAY (half the round trip): t_min t_max t_typical t_avg
     t_stdev 99% 99.9%; returned as round trips (median_us = 2 * t_typical, p99_us = 2 * 99%)."""
-    r = _perftest(build_dir, prog, size, iters, cm=cm)
+    r = _perftest(build_dir, prog, size, iters, cm=cm, verbs=verbs)
     if r is None:
         return None
     v, c, s = r

@@ -14,12 +14,17 @@ Rows (softrnic / peer; < 1 is better for round trips, > 1 for throughput):
   tcp_w4k      DAT 4 KiB Write stream over MPA/TCP / kernel TCP stream of 4 KiB messages
   tcp_w64k     DAT 64 KiB Write stream over MPA/TCP / kernel TCP stream of 64 KiB messages
   memif_pp64   DAT 64 B ping-pong over DPDK memif / the dpdk netdev's own ping-pong (root, DPDK)
+  send_lat_memif  perftest ib_send_lat 64 B over softrnic's libibverbs on a memif pair (RoCEv2) / kernel
+               UDP ping-pong, DAT --wait-send over RoCEv2 on memif, the dpdk netdev's own ping-pong
+               (root, DPDK)
   send_lat     perftest ib_send_lat 64 B over softrnic's libibverbs / DAT --wait-send, kernel UDP,
                kernel UDP with a 20 B datagram behind each message (sendmmsg; one GSO send)
   ucx_put64k   ucx_perftest UCP put_bw 64 KiB over softrnic (rc_verbs) / the same over UCX's tcp (issue 32)
   ucx_lat64    ucx_perftest UCP tag_lat 64 B over softrnic / over UCX's tcp (issue 32)
   uct_am64     ucx_perftest UCT am_lat 64 B (bcopy) over rc_verbs on softrnic / over UCX's tcp (issue 32)
   qperf_lat64  qperf rc_lat 64 B (-cm1) over softrnic / qperf tcp_lat (issue 32)
+  uct_am64_memif, ucx_lat64_memif  uct_am64 and ucx_lat64 with softrnic's device on a memif pair
+               (RoCEv2 on the dpdk netdev) / UCX's tcp (root, DPDK)
 The host (CPU model, cores, kernel) heads the output, as in bench.py.
 """
 import argparse
@@ -75,6 +80,18 @@ def rows(build):
         mem = memif_env.stack(build, bench.Softrnic)
         out["memif_pp64"] = [("softrnic-memif", lambda: mem.run("pingpong", 64, 20000)["median_us"]),
                              ("bare memif", lambda: memif_env.netdev_pingpong(build, 64, 20000)["median_us"])]
+        mem_roce = memif_env.stack(build, lambda b, label: bench.Softrnic(b, ia=bench.ROCE_IA, label=label))
+        out["send_lat_memif"] = [
+            ("ib_send_lat memif", lambda: memif_env.perftest_lat(build, 64, 20000, peers)["median_us"]),
+            ("kernel-udp", lambda: peers.udp_pingpong(build, 64, 20000)["median_us"]),
+            ("DAT wait-send memif", lambda: mem_roce.run("pingpong", 64, 20000, wait_send=True)["median_us"]),
+            ("bare memif", lambda: memif_env.netdev_pingpong(build, 64, 20000)["median_us"])]
+        out["uct_am64_memif"] = [
+            ("uct rc_verbs memif", lambda: memif_env.ucx_lat(build, "am_lat", 64, 20000, peers)["median_us"]),
+            ("uct tcp", lambda: peers.ucx_am_lat(64, 20000)["median_us"])]
+        out["ucx_lat64_memif"] = [
+            ("ucx-roce memif", lambda: memif_env.ucx_lat(build, "tag_lat", 64, 20000, peers)["median_us"]),
+            ("ucx-tcp", lambda: peers.ucx_tag_lat(64, 20000)["median_us"])]
     except Exception as e:
         print(f"targets: no memif row: {e}", file=sys.stderr)
     return out
