@@ -104,6 +104,16 @@ def perftest_lat(build, size, iters, peers_mod, prog="ib_send_lat"):
         return got
 
 
+def perftest_bw(build, prog, size, iters, peers_mod):
+    """perftest's bandwidth test `prog`, as perftest_lat: mbps."""
+    with _Run() as r:
+        srv, cli = _specs(r.dir, r.tag)
+        got = peers_mod.perftest_bw(build, prog, size, iters, verbs=("wire=roce " + srv, "wire=roce " + cli))
+        if got is None:
+            raise RuntimeError(f"{prog} over memif failed (peers.py said why)")
+        return got
+
+
 def ucx_lat(build, test, size, iters, peers_mod):
     """ucx_perftest's `test` ("am_lat": UCT over rc_verbs; "tag_lat": UCP) over softrnic's libibverbs
     with a RoCEv2 device on each end of a memif pair; UCX's wire-up goes over kernel TCP."""

@@ -441,10 +441,10 @@ def perftest_lat(build_dir, size, iters, prog="ib_send_lat", cm=False, verbs=Non
             "cpu_us_per_msg": c.cpu_us / iters, "cpu_includes_startup": True, "server_cpu_us": s.cpu_us}
 
 
-def perftest_bw(build_dir, prog, size, iters, tx_depth=None, cm=False):
+def perftest_bw(build_dir, prog, size, iters, tx_depth=None, cm=False, verbs=None):
     """perftest's bandwidth test, one direction: BW peak, BW average, MsgRate [Mpps]; mbps (10**6 B/s) from
     the message rate (perftest's MB/sec is MiB/s). tx_depth: its -t (default 128 work requests in flight)."""
-    r = _perftest(build_dir, prog, size, iters, ["-t", str(tx_depth)] if tx_depth else (), cm)
+    r = _perftest(build_dir, prog, size, iters, ["-t", str(tx_depth)] if tx_depth else (), cm, verbs)
     if r is None:
         return None
     v, c, s = r

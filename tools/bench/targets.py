@@ -19,10 +19,13 @@ Rows (softrnic / peer; < 1 is better for round trips, > 1 for throughput):
                (root, DPDK)
   send_lat     perftest ib_send_lat 64 B over softrnic's libibverbs / DAT --wait-send, kernel UDP,
                kernel UDP with a 20 B datagram behind each message (sendmmsg; one GSO send)
+  verbs_w4k, verbs_w64k  perftest ib_write_bw 4 KiB / 64 KiB over softrnic's libibverbs (out of band,
+               128 outstanding) / DAT Write stream over RoCEv2 (window 16) (issue 31)
   ucx_put64k   ucx_perftest UCP put_bw 64 KiB over softrnic (rc_verbs) / the same over UCX's tcp (issue 32)
   ucx_lat64    ucx_perftest UCP tag_lat 64 B over softrnic / over UCX's tcp (issue 32)
   uct_am64     ucx_perftest UCT am_lat 64 B (bcopy) over rc_verbs on softrnic / over UCX's tcp (issue 32)
   qperf_lat64  qperf rc_lat 64 B (-cm1) over softrnic / qperf tcp_lat (issue 32)
+  verbs_w4k_memif, verbs_w64k_memif  verbs_w4k and verbs_w64k on a memif pair (root, DPDK)
   uct_am64_memif, ucx_lat64_memif  uct_am64 and ucx_lat64 with softrnic's device on a memif pair
                (RoCEv2 on the dpdk netdev) / UCX's tcp (root, DPDK)
 The host (CPU model, cores, kernel) heads the output, as in bench.py.
@@ -67,6 +70,10 @@ def rows(build):
                      ("kernel-udp +20 B", lambda: peers.udp_pingpong(build, 64, 20000, "busy", 20)["median_us"]),
                      ("kernel-udp +20 B GSO",
                       lambda: peers.udp_pingpong(build, 64, 20000, "busy", 20, True)["median_us"])],
+        "verbs_w4k": [("ib_write_bw", lambda: peers.perftest_bw(build, "ib_write_bw", 4 * KIB, 100000)["mbps"]),
+                      ("DAT roce", lambda: roce.run("write_bw", 4 * KIB, 65536)["mbps"])],
+        "verbs_w64k": [("ib_write_bw", lambda: peers.perftest_bw(build, "ib_write_bw", 64 * KIB, 16384)["mbps"]),
+                       ("DAT roce", lambda: roce.run("write_bw", 64 * KIB, 16384)["mbps"])],
         "ucx_put64k": [("ucx-roce", lambda: peers.ucx_put_bw(64 * KIB, 20000, build)["mbps"]),
                        ("ucx-tcp", lambda: peers.ucx_put_bw(64 * KIB, 20000)["mbps"])],
         "ucx_lat64": [("ucx-roce", lambda: peers.ucx_tag_lat(64, 20000, build)["median_us"]),
@@ -86,6 +93,12 @@ def rows(build):
             ("kernel-udp", lambda: peers.udp_pingpong(build, 64, 20000)["median_us"]),
             ("DAT wait-send memif", lambda: mem_roce.run("pingpong", 64, 20000, wait_send=True)["median_us"]),
             ("bare memif", lambda: memif_env.netdev_pingpong(build, 64, 20000)["median_us"])]
+        out["verbs_w4k_memif"] = [
+            ("ib_write_bw memif", lambda: memif_env.perftest_bw(build, "ib_write_bw", 4 * KIB, 100000, peers)["mbps"]),
+            ("DAT roce memif", lambda: mem_roce.run("write_bw", 4 * KIB, 65536)["mbps"])]
+        out["verbs_w64k_memif"] = [
+            ("ib_write_bw memif", lambda: memif_env.perftest_bw(build, "ib_write_bw", 64 * KIB, 16384, peers)["mbps"]),
+            ("DAT roce memif", lambda: mem_roce.run("write_bw", 64 * KIB, 16384)["mbps"])]
         out["uct_am64_memif"] = [
             ("uct rc_verbs memif", lambda: memif_env.ucx_lat(build, "am_lat", 64, 20000, peers)["median_us"]),
             ("uct tcp", lambda: peers.ucx_am_lat(64, 20000)["median_us"])]
