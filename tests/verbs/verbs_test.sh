@@ -132,15 +132,22 @@ case_srq_pingpong() {
   expect srq srq.client "1000 iters in"
 }
 
-# perftest 4.5 without -R: every size (-a) for the latency tests (atomics have one size), four QPs
-# (-q 4) for the bandwidth tests (perftest allows -q only there).
+# perftest 4.5 without -R: every size (-a, a small -n) for each test but the atomics (one size
+# each), and four QPs (-q 4) for the bandwidth tests (perftest allows -q only there).
 case_perftest() {
   local prog=$1
   need "$prog"
   case $prog in
     *atomic_lat) pair "$prog" 120 "$prog" -x 1 -n 100 ;;
     *_lat) pair "$prog" 300 "$prog" -x 1 -a -n 5 ;;
-    *) pair "$prog" 120 "$prog" -x 1 -q 4 -n 200 ;;
+    *atomic_bw) pair "$prog" 120 "$prog" -x 1 -q 4 -n 200 ;;
+    *)
+      pair "$prog" 120 "$prog" -x 1 -q 4 -n 200
+      pair "$prog-all" 300 "$prog" -x 1 -a -n 5
+      # (every size from 2 B to 8 MiB: 23 rows; the small ones' figures may round to 0.00 MB/s)
+      awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { n++; last = $4 } END { exit !(n == 23 && last + 0 > 0) }' \
+        "$work/$prog-all.client" || fail_with "$work" "$prog -a: not every size, or no bandwidth" "$prog-all.client"
+      ;;
   esac
   # The result rows: a size, then numbers; bandwidth above zero.
   expect "$prog" "$prog.client" '^\s*[0-9]+\s+[0-9]+\s+[0-9.]+'
