@@ -93,37 +93,32 @@ def netdev_pingpong(build, size, iters, timeout=60):
         return run_netdev_pingpong(build, srv, cli, size, iters, peer=f"{SERVER_IP}:5041", timeout=timeout)
 
 
-def perftest_lat(build, size, iters, peers_mod, prog="ib_send_lat"):
-    """perftest's latency test, unmodified, over softrnic's libibverbs with a RoCEv2 device on each
-    end of a memif pair (SOFTRNIC_VERBS); its own exchange goes over kernel TCP on 127.0.0.1."""
+def _verbs_pair(what, run):
+    """run(verbs): a program pair over softrnic's libibverbs, `verbs` the server's and the client's
+    SOFTRNIC_VERBS: a RoCEv2 device on each end of a memif pair (the programs' own exchange goes
+    over kernel TCP on 127.0.0.1). Its result; RuntimeError when it failed (peers.py said why)."""
     with _Run() as r:
         srv, cli = _specs(r.dir, r.tag)
-        got = peers_mod.perftest_lat(build, size, iters, prog, verbs=("wire=roce " + srv, "wire=roce " + cli))
-        if got is None:
-            raise RuntimeError(f"{prog} over memif failed (peers.py said why)")
-        return got
+        got = run(("wire=roce " + srv, "wire=roce " + cli))
+    if got is None:
+        raise RuntimeError(f"{what} over memif failed (peers.py said why)")
+    return got
+
+
+def perftest_lat(build, size, iters, peers_mod, prog="ib_send_lat"):
+    """perftest's latency test `prog`, unmodified, as peers.perftest_lat."""
+    return _verbs_pair(prog, lambda v: peers_mod.perftest_lat(build, size, iters, prog, verbs=v))
 
 
 def perftest_bw(build, prog, size, iters, peers_mod):
-    """perftest's bandwidth test `prog`, as perftest_lat: mbps."""
-    with _Run() as r:
-        srv, cli = _specs(r.dir, r.tag)
-        got = peers_mod.perftest_bw(build, prog, size, iters, verbs=("wire=roce " + srv, "wire=roce " + cli))
-        if got is None:
-            raise RuntimeError(f"{prog} over memif failed (peers.py said why)")
-        return got
+    """perftest's bandwidth test `prog`, unmodified, as peers.perftest_bw: mbps."""
+    return _verbs_pair(prog, lambda v: peers_mod.perftest_bw(build, prog, size, iters, verbs=v))
 
 
 def ucx_lat(build, test, size, iters, peers_mod):
-    """ucx_perftest's `test` ("am_lat": UCT over rc_verbs; "tag_lat": UCP) over softrnic's libibverbs
-    with a RoCEv2 device on each end of a memif pair; UCX's wire-up goes over kernel TCP."""
-    with _Run() as r:
-        srv, cli = _specs(r.dir, r.tag)
-        fn = peers_mod.ucx_am_lat if test == "am_lat" else peers_mod.ucx_tag_lat
-        got = fn(size, iters, build, verbs=("wire=roce " + srv, "wire=roce " + cli))
-        if got is None:
-            raise RuntimeError(f"ucx {test} over memif failed (peers.py said why)")
-        return got
+    """ucx_perftest's `test` ("am_lat": UCT over rc_verbs; "tag_lat": UCP over rc_verbs and ud_verbs)."""
+    fn = peers_mod.ucx_am_lat if test == "am_lat" else peers_mod.ucx_tag_lat
+    return _verbs_pair(f"ucx {test}", lambda v: fn(size, iters, build, verbs=v))
 
 
 def stack(build, softrnic_cls):
