@@ -221,8 +221,8 @@ def measure_udp(m, stacks, bench, size, iters):
         if stacks.get("roce_memif") and size <= 8000:
             m["softrnic-roce-memif"] = lambda: stacks["roce_memif"].run("pingpong", size, iters)
             # the verbs door on DPDK: perftest and UCX, unmodified, a RoCEv2 device on each end of a memif pair
-            m["verbs-roce-memif ib_send_lat"] = lambda: memif_env.perftest_lat(stacks["build"], size, iters, peers)
-            m["ucx-roce-memif tag_lat"] = lambda: memif_env.ucx_lat(stacks["build"], "tag_lat", size, iters, peers)
+            m["verbs-roce-memif ib_send_lat"] = lambda: memif_env.perftest_lat(stacks["build"], size, iters)
+            m["ucx-roce-memif tag_lat"] = lambda: memif_env.ucx_lat(stacks["build"], "tag_lat", size, iters)
         if stacks.get("memif") and size <= 8000:
             m["softrnic-dpdk-memif"] = lambda: stacks["memif"].run("pingpong", size, iters)
             m["dpdk-memif netdev, no RNIC"] = lambda: memif_env.netdev_pingpong(stacks["build"], size, iters)

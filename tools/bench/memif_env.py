@@ -9,6 +9,8 @@ import signal
 import subprocess
 import tempfile
 
+import peers  # (tools/bench/peers.py, beside this file)
+
 SERVER_IP, CLIENT_IP = "10.78.0.1", "10.78.0.2"
 
 
@@ -105,19 +107,19 @@ def _verbs_pair(what, run):
     return got
 
 
-def perftest_lat(build, size, iters, peers_mod, prog="ib_send_lat"):
+def perftest_lat(build, size, iters, prog="ib_send_lat"):
     """perftest's latency test `prog`, unmodified, as peers.perftest_lat."""
-    return _verbs_pair(prog, lambda v: peers_mod.perftest_lat(build, size, iters, prog, verbs=v))
+    return _verbs_pair(prog, lambda v: peers.perftest_lat(build, size, iters, prog, verbs=v))
 
 
-def perftest_bw(build, prog, size, iters, peers_mod):
+def perftest_bw(build, prog, size, iters):
     """perftest's bandwidth test `prog`, unmodified, as peers.perftest_bw: mbps."""
-    return _verbs_pair(prog, lambda v: peers_mod.perftest_bw(build, prog, size, iters, verbs=v))
+    return _verbs_pair(prog, lambda v: peers.perftest_bw(build, prog, size, iters, verbs=v))
 
 
-def ucx_lat(build, test, size, iters, peers_mod):
+def ucx_lat(build, test, size, iters):
     """ucx_perftest's `test` ("am_lat": UCT over rc_verbs; "tag_lat": UCP over rc_verbs and ud_verbs)."""
-    fn = peers_mod.ucx_am_lat if test == "am_lat" else peers_mod.ucx_tag_lat
+    fn = peers.ucx_am_lat if test == "am_lat" else peers.ucx_tag_lat
     return _verbs_pair(f"ucx {test}", lambda v: fn(size, iters, build, verbs=v))
 
 

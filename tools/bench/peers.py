@@ -293,6 +293,12 @@ def _warmup(iters):
     return min(1000, max(10, iters // 10))
 
 
+def _softrnic_run(build_dir, spec=None):
+    """The argv prefix that runs a program over softrnic's libraries: build/bin/softrnic_run, with
+    `spec` as its SOFTRNIC_VERBS when given (else the default device)."""
+    return [os.path.join(build_dir, "bin", "softrnic_run")] + (["--verbs", spec] if spec else []) + ["--"]
+
+
 # --- UCX: ucx_perftest over the tcp transport ------------------------------------------------------------
 
 
@@ -310,8 +316,7 @@ def _ucx(test, size, iters, build_dir=None, extra=(), verbs=None):
         if not os.access(run, os.X_OK):
             return _why("ucx on softrnic", f"{run} not built")
         srv_spec, cli_spec = verbs or (None, None)
-        srv_launch = [run] + (["--verbs", srv_spec] if srv_spec else []) + ["--"]
-        cli_launch = [run] + (["--verbs", cli_spec] if cli_spec else []) + ["--"]
+        srv_launch, cli_launch = _softrnic_run(build_dir, srv_spec), _softrnic_run(build_dir, cli_spec)
         env = UCX_SOFTRNIC_ENV
     try:
         port = _free_port()
@@ -412,7 +417,7 @@ def _perftest(build_dir, prog, size, iters, extra=(), cm=False, verbs=None):
     # IPv4 GID and the QPs connected out of band
     args = [prog] + (["-R"] if cm else ["-x", "1"]) + ["-s", str(size), "-n", str(iters), "-p", str(port), "-F"]
     srv, cli = verbs or (None, None)
-    launch = (lambda spec: [run] + (["--verbs", spec] if spec else []) + ["--"] + args + list(extra))
+    launch = (lambda spec: _softrnic_run(build_dir, spec) + args + list(extra))
 
     def parse(c, s):
         for line in c.text().splitlines():
@@ -473,8 +478,8 @@ def qperf_lat(test, size, build_dir=None, seconds=3):
         if not os.access(run, os.X_OK):
             return _why("qperf on softrnic", f"{run} not built")
         addr, cm = "127.0.61.1", ["-cm1"]
-        srv_launch = [run, "--verbs", f"wire=roce ip={addr}", "--"]
-        cli_launch = [run, "--verbs", "wire=roce ip=127.0.61.2", "--"]
+        srv_launch = _softrnic_run(build_dir, f"wire=roce ip={addr}")
+        cli_launch = _softrnic_run(build_dir, "wire=roce ip=127.0.61.2")
     try:
         port = _free_port()
     except OSError as e:

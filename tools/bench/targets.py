@@ -89,21 +89,21 @@ def rows(build):
                              ("bare memif", lambda: memif_env.netdev_pingpong(build, 64, 20000)["median_us"])]
         mem_roce = memif_env.stack(build, lambda b, label: bench.Softrnic(b, ia=bench.ROCE_IA, label=label))
         out["send_lat_memif"] = [
-            ("ib_send_lat memif", lambda: memif_env.perftest_lat(build, 64, 20000, peers)["median_us"]),
+            ("ib_send_lat memif", lambda: memif_env.perftest_lat(build, 64, 20000)["median_us"]),
             ("kernel-udp", lambda: peers.udp_pingpong(build, 64, 20000)["median_us"]),
             ("DAT wait-send memif", lambda: mem_roce.run("pingpong", 64, 20000, wait_send=True)["median_us"]),
             ("bare memif", lambda: memif_env.netdev_pingpong(build, 64, 20000)["median_us"])]
         out["verbs_w4k_memif"] = [
-            ("ib_write_bw memif", lambda: memif_env.perftest_bw(build, "ib_write_bw", 4 * KIB, 100000, peers)["mbps"]),
+            ("ib_write_bw memif", lambda: memif_env.perftest_bw(build, "ib_write_bw", 4 * KIB, 100000)["mbps"]),
             ("DAT roce memif", lambda: mem_roce.run("write_bw", 4 * KIB, 65536)["mbps"])]
         out["verbs_w64k_memif"] = [
-            ("ib_write_bw memif", lambda: memif_env.perftest_bw(build, "ib_write_bw", 64 * KIB, 16384, peers)["mbps"]),
+            ("ib_write_bw memif", lambda: memif_env.perftest_bw(build, "ib_write_bw", 64 * KIB, 16384)["mbps"]),
             ("DAT roce memif", lambda: mem_roce.run("write_bw", 64 * KIB, 16384)["mbps"])]
         out["uct_am64_memif"] = [
-            ("uct rc_verbs memif", lambda: memif_env.ucx_lat(build, "am_lat", 64, 20000, peers)["median_us"]),
+            ("uct rc_verbs memif", lambda: memif_env.ucx_lat(build, "am_lat", 64, 20000)["median_us"]),
             ("uct tcp", lambda: peers.ucx_am_lat(64, 20000)["median_us"])]
         out["ucx_lat64_memif"] = [
-            ("ucx-roce memif", lambda: memif_env.ucx_lat(build, "tag_lat", 64, 20000, peers)["median_us"]),
+            ("ucx-roce memif", lambda: memif_env.ucx_lat(build, "tag_lat", 64, 20000)["median_us"]),
             ("ucx-tcp", lambda: peers.ucx_tag_lat(64, 20000)["median_us"])]
     except Exception as e:
         print(f"targets: no memif row: {e}", file=sys.stderr)
